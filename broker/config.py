@@ -1,0 +1,146 @@
+"""Broker configuration: defaults, a TOML file, then command-line flags.
+
+Keys use Kafka's names where the concept is Kafka's (``log.segment.bytes``,
+``num.partitions`` ...). In TOML they may be written quoted (``"log.segment.bytes" =
+1024``) or as dotted keys (``log.segment.bytes = 1024``, which TOML reads as nested
+tables); both are flattened back to the dotted name. Unknown keys are an error, so a
+typo never silently falls back to a default. docs/operations.md lists every key.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rill.broker.log.config import LogConfig
+
+HOUR_MS = 3600 * 1000
+
+
+@dataclass(frozen=True)
+class Key:
+    name: str
+    type: type
+    default: Any
+    doc: str
+
+
+KEYS: tuple[Key, ...] = (
+    Key("broker.id", int, 0, "This broker's id (an integer, as in Kafka)."),
+    Key("host.name", str, "0.0.0.0", "Address the data-plane listener binds to."),
+    Key("advertised.host.name", str, "", "Host name given to clients and ZooKeeper (default: the machine's host name)."),
+    Key("port", int, 9092, "Data-plane (Kafka 0.7 protocol) port; 0 picks a free port."),
+    Key("log.dir", str, "./rill-data", "Directory holding the partitions."),
+    Key("num.partitions", int, 1, "Partitions of a topic created automatically on first produce."),
+    Key("auto.create.topics.enable", bool, True, "Create a topic on first produce (Kafka 0.7 behaviour)."),
+    Key("log.segment.bytes", int, 1024 ** 3, "Size at which the active segment rolls."),
+    Key("log.roll.hours", float, 168.0, "Age at which the active segment rolls."),
+    Key("log.flush.interval.messages", int, 10_000, "fsync a partition after this many messages."),
+    Key("log.flush.interval.ms", int, 1000, "fsync a partition at least this often (ms) when it has unflushed data."),
+    Key("log.retention.hours", float, 168.0, "Delete segments older than this; -1 keeps them forever."),
+    Key("log.retention.bytes", int, -1, "Delete the oldest segments while a partition is larger; -1: no limit."),
+    Key("log.retention.check.interval.ms", int, 300_000, "How often retention runs."),
+    Key("log.index.interval.bytes", int, 4096, "Bytes between entries of the sparse offset/time index."),
+    Key("log.recovery.truncate.corrupt", bool, False,
+        "Open a partition with corruption in the middle by cutting it there (the cut bytes are kept aside)."),
+    Key("message.max.bytes", int, 1_000_000, "Largest message payload accepted."),
+    Key("socket.request.max.bytes", int, 100 * 1024 * 1024, "Largest request; checked from the size field before reading."),
+    Key("max.connections", int, 10_000, "Connections beyond this are closed on accept."),
+    Key("connections.max.idle.ms", int, 600_000, "Close connections idle for this long."),
+    Key("fetch.max.wait.ms", int, 30_000, "Upper bound on a long-poll fetch's max_wait_ms."),
+    Key("zookeeper.connect", str, "", "ZooKeeper connect string host:port[,host:port][/chroot]; empty runs standalone."),
+)
+KEYS_BY_NAME = {k.name: k for k in KEYS}
+
+
+class ConfigError(ValueError):
+    """A configuration file or flag that cannot be used."""
+
+
+def _flatten(table: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in table.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(_flatten(value, name + "."))
+        else:
+            flat[name] = value
+    return flat
+
+
+def _coerce(key: Key, value: Any) -> Any:
+    if key.type is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false"):
+            return value.lower() == "true"
+        raise ConfigError(f"{key.name}: expected true or false, got {value!r}")
+    if key.type in (int, float) and isinstance(value, bool):
+        raise ConfigError(f"{key.name}: expected a number, got {value!r}")
+    try:
+        return key.type(value)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{key.name}: expected {key.type.__name__}, got {value!r}") from exc
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """Every broker setting, by its dotted name in ``values``."""
+
+    values: dict[str, Any]
+
+    def __getitem__(self, name: str) -> Any:
+        return self.values[name]
+
+    @classmethod
+    def load(cls, path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> BrokerConfig:
+        """Defaults, then the TOML file at ``path``, then ``overrides`` (dotted or underscore names)."""
+        values = {k.name: k.default for k in KEYS}
+        layers: list[dict[str, Any]] = []
+        if path is not None:
+            try:
+                with open(path, "rb") as f:
+                    layers.append(_flatten(tomllib.load(f)))
+            except OSError as exc:
+                raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
+            except tomllib.TOMLDecodeError as exc:
+                raise ConfigError(f"config file {path}: {exc}") from exc
+        layers.append({name.replace("_", "."): v for name, v in (overrides or {}).items()})
+        for layer in layers:
+            for name, value in layer.items():
+                key = KEYS_BY_NAME.get(name)
+                if key is None:
+                    raise ConfigError(f"unknown configuration key {name!r} (see docs/operations.md)")
+                values[name] = _coerce(key, value)
+        config = cls(values)
+        config.log_config()  # validates the storage settings
+        return config
+
+    def log_config(self) -> LogConfig:
+        v = self.values
+        retention_hours = v["log.retention.hours"]
+        try:
+            return LogConfig(
+                segment_bytes=v["log.segment.bytes"],
+                roll_ms=int(v["log.roll.hours"] * HOUR_MS),
+                flush_interval_messages=v["log.flush.interval.messages"],
+                flush_interval_ms=v["log.flush.interval.ms"],
+                retention_ms=-1 if retention_hours < 0 else int(retention_hours * HOUR_MS),
+                retention_bytes=v["log.retention.bytes"],
+                max_message_bytes=v["message.max.bytes"],
+                index_interval_bytes=v["log.index.interval.bytes"],
+                retention_check_interval_ms=v["log.retention.check.interval.ms"],
+            )
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(str(exc)) from exc
+
+
+def describe_keys() -> list[tuple[str, str, str]]:
+    """(name, default, doc) for every key, for docs and ``rill-broker --help-config``."""
+    return [(k.name, repr(k.default) if isinstance(k.default, str) else str(k.default).lower()
+             if isinstance(k.default, bool) else str(k.default), k.doc) for k in KEYS]
+
+
+__all__ = ["BrokerConfig", "ConfigError", "KEYS", "describe_keys"]

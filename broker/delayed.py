@@ -1,0 +1,164 @@
+"""Requests answered later: long-poll fetches and acknowledgements that wait for fsync.
+
+A long-poll fetch (FETCH_WAIT) that finds fewer than ``min_bytes`` is parked under
+each partition it reads. Every append to one of those partitions re-checks it, and a
+timer answers it at ``max_wait_ms`` with whatever is there (seed 002, "long poll").
+A PRODUCE_ACK with acks=fsync is answered when the flusher has synced every partition
+it wrote (one fsync serves every waiter on a partition), or with RequestTimedOut for
+the partitions not yet synced at its timeout.
+
+Everything here runs on the event-loop thread; fsync completions arrive from the
+flusher thread through ``server.call_soon_threadsafe``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import structlog
+
+from rill.broker.network import Connection, Slot
+from rill.client.errors import ErrorCode
+from rill.client.protocol import requests as rq
+
+log = structlog.get_logger(__name__)
+
+
+class ReadResult(NamedTuple):
+    """One partition's part of a fetch: an error code and a file slice (None when empty)."""
+
+    error: int
+    slice: Any
+
+    @property
+    def size(self) -> int:
+        return self.slice.length if self.slice is not None else 0
+
+    def response_parts(self) -> list[Any]:
+        """The 0.7 FETCH response (also one MULTIFETCH block): header, then the slice."""
+        header = rq.response_header(self.error, self.size)
+        return [header, self.slice] if self.size else [header]
+
+
+class _Parked:
+    __slots__ = ("conn", "slot", "fetches", "min_bytes", "timer", "done")
+
+    def __init__(self, conn: Connection, slot: Slot, fetches: list[rq.FetchRequest], min_bytes: int) -> None:
+        self.conn = conn
+        self.slot = slot
+        self.fetches = fetches
+        self.min_bytes = min_bytes
+        self.timer: Any = None
+        self.done = False
+
+
+class DelayedFetches:
+    """Long-poll fetches waiting for data, keyed by (topic, partition)."""
+
+    def __init__(self, server: Any, read: Callable[[rq.FetchRequest], ReadResult]) -> None:
+        self.server = server
+        self.read = read
+        self._waiting: dict[tuple[str, int], list[_Parked]] = {}
+
+    @staticmethod
+    def satisfied(results: list[ReadResult], min_bytes: int) -> bool:
+        """Answer now when there is enough data or any partition has an error."""
+        return any(r.error for r in results) or sum(r.size for r in results) >= max(min_bytes, 1)
+
+    def park(self, conn: Connection, slot: Slot, fetches: list[rq.FetchRequest], min_bytes: int,
+             wait_ms: int) -> None:
+        parked = _Parked(conn, slot, fetches, min_bytes)
+        for f in fetches:
+            self._waiting.setdefault((f.topic, f.partition), []).append(parked)
+        parked.timer = self.server.call_later(wait_ms / 1000.0, lambda: self._complete(parked))
+
+    def waiting_count(self) -> int:
+        return sum(len(v) for v in self._waiting.values())
+
+    def on_append(self, topic: str, partition: int) -> None:
+        waiters = self._waiting.get((topic, partition))
+        if not waiters:
+            return
+        for parked in list(waiters):
+            if parked.done:
+                continue
+            if parked.conn.closed:
+                self._complete(parked)
+                continue
+            results = [self.read(f) for f in parked.fetches]
+            if self.satisfied(results, parked.min_bytes):
+                self._complete(parked, results)
+
+    def _complete(self, parked: _Parked, results: list[ReadResult] | None = None) -> None:
+        from rill.broker.handlers import multifetch_parts
+
+        if parked.done:
+            return
+        parked.done = True
+        parked.timer.cancel()
+        for f in parked.fetches:
+            key = (f.topic, f.partition)
+            waiters = self._waiting.get(key)
+            if waiters and parked in waiters:
+                waiters.remove(parked)
+                if not waiters:
+                    del self._waiting[key]
+        if parked.conn.closed:
+            return
+        if results is None:
+            results = [self.read(f) for f in parked.fetches]
+        parked.slot.fill(multifetch_parts(results))
+        self.server.mark_dirty(parked.conn)
+
+
+class FsyncAcks:
+    """Answers one acks=fsync PRODUCE_ACK once every partition it wrote is synced."""
+
+    def __init__(self, server: Any, flusher: Any, conn: Connection, slot: Slot,
+                 results: list[tuple[rq.PartitionAck, Any]], timeout_ms: int) -> None:
+        self.server = server
+        self.flusher = flusher
+        self.conn = conn
+        self.slot = slot
+        self.acks = [ack for ack, _ in results]
+        self._waiting = {i: plog for i, (ack, plog) in enumerate(results) if plog is not None}
+        self.timeout_ms = max(0, timeout_ms)
+        self._timer: Any = None
+
+    def start(self) -> None:
+        if not self._waiting:
+            self._answer()
+            return
+        self._timer = self.server.call_later(self.timeout_ms / 1000.0, self._time_out)
+        for i, plog in list(self._waiting.items()):
+            def synced(i: int = i) -> None:
+                self.server.call_soon_threadsafe(lambda: self._synced(i))
+            plog.when_flushed(self.acks[i].next_offset, synced)
+        self.flusher.flush_soon([plog for plog in self._waiting.values()])
+
+    def _synced(self, i: int) -> None:
+        plog = self._waiting.pop(i, None)
+        if plog is None:
+            return
+        if getattr(plog, "failed", False):
+            ack = self.acks[i]
+            self.acks[i] = rq.PartitionAck(int(ErrorCode.STORAGE_ERROR), ack.partition, -1, -1)
+        if not self._waiting:
+            self._answer()
+
+    def _time_out(self) -> None:
+        for i in self._waiting:
+            ack = self.acks[i]
+            self.acks[i] = rq.PartitionAck(int(ErrorCode.REQUEST_TIMED_OUT), ack.partition,
+                                           ack.first_offset, ack.next_offset)
+        log.warning("produce.fsync_timeout", partitions=len(self._waiting), timeout_ms=self.timeout_ms)
+        self._waiting.clear()
+        self._answer()
+
+    def _answer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self.slot.fill([rq.encode_produce_ack_response(self.acks)])
+        self.server.mark_dirty(self.conn)

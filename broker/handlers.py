@@ -1,0 +1,203 @@
+"""Request handlers: one table from request type to the function that serves it.
+
+Each handler takes a decoded request and returns the connection's response
+:class:`Slot` (filled now, or later for long polls and fsync acknowledgements) or
+``None`` for PRODUCE and MULTIPRODUCE, which have no response in 0.7. Errors about a
+partition (unknown topic, bad offset, invalid messages) become error codes in the
+response; only a malformed frame (DecodeError, raised by decode_request) closes the
+connection. Everything runs on the event-loop thread.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+
+from rill.broker.delayed import DelayedFetches, FsyncAcks, ReadResult
+from rill.broker.network import Connection, Slot
+from rill.client.errors import BrokerError, ErrorCode, InvalidFetchSize, InvalidRequest, UnknownTopic
+from rill.client.protocol import requests as rq
+from rill.client.topics import validate_topic
+
+log = structlog.get_logger(__name__)
+
+MAX_PARTITIONS = 10_000
+
+
+class RequestHandlers:
+    """Serves every request type against a LogManager."""
+
+    def __init__(self, server: Any, logs: Any, flusher: Any, *, auto_create: bool = True,
+                 max_wait_ms: int = 30_000) -> None:
+        self.server = server
+        self.logs = logs
+        self.flusher = flusher
+        self.auto_create = auto_create
+        self.max_wait_ms = max_wait_ms
+        self.delayed = DelayedFetches(server, self.read)
+        self._round_robin: dict[str, itertools.count[int]] = {}
+        self._table: dict[int, Callable[[Connection, Any], Slot | None]] = {
+            rq.RequestType.PRODUCE: self.produce,
+            rq.RequestType.FETCH: self.fetch,
+            rq.RequestType.MULTIFETCH: self.multifetch,
+            rq.RequestType.MULTIPRODUCE: self.multiproduce,
+            rq.RequestType.OFFSETS: self.offsets,
+            rq.RequestType.PRODUCE_ACK: self.produce_ack,
+            rq.RequestType.FETCH_WAIT: self.fetch_wait,
+            rq.RequestType.METADATA: self.metadata,
+            rq.RequestType.CREATE_TOPIC: self.create_topic,
+        }
+
+    def __call__(self, conn: Connection, body: memoryview) -> Slot | None:
+        kind, request = rq.decode_request(body)
+        return self._table[kind](conn, request)
+
+    # ---------------------------------------------------------------- produce
+
+    def append(self, req: rq.ProduceRequest) -> tuple[rq.PartitionAck, Any]:
+        """Append one partition's message set: (ack, the partition's log or None on error)."""
+        partition = req.partition
+        try:
+            validate_topic(req.topic)
+            if partition == rq.ANY_PARTITION:
+                partition = self._pick_partition(req.topic)
+            partition_log = self._log_for_produce(req.topic, partition)
+            info = partition_log.append(req.messages)
+        except BrokerError as exc:
+            log.info("produce.refused", topic=req.topic, partition=partition, error=exc.code.name, reason=str(exc))
+            return rq.PartitionAck(int(exc.code), partition, -1, -1), None
+        self.flusher.appended(partition_log)
+        self.delayed.on_append(req.topic, partition)
+        return rq.PartitionAck(0, partition, info.first_offset, info.next_offset), partition_log
+
+    def _pick_partition(self, topic: str) -> int:
+        count = self._partition_count(topic)
+        counter = self._round_robin.setdefault(topic, itertools.count())
+        return next(counter) % count
+
+    def _partition_count(self, topic: str) -> int:
+        count = self.logs.topics().get(topic)
+        if count is None:
+            count = self.logs.get_or_create(topic) if self.auto_create else 0
+        if not count:
+            raise UnknownTopic(f"unknown topic {topic!r}")
+        return int(count)
+
+    def _log_for_produce(self, topic: str, partition: int) -> Any:
+        if topic not in self.logs.topics():
+            if not self.auto_create:
+                raise UnknownTopic(f"unknown topic {topic!r} (auto.create.topics.enable is false)")
+            self.logs.get_or_create(topic)
+        return self.logs.get(topic, partition)
+
+    def produce(self, conn: Connection, req: rq.ProduceRequest) -> None:
+        self.append(req)
+        return None
+
+    def multiproduce(self, conn: Connection, req: rq.MultiProduceRequest) -> None:
+        for produce in req.produces:
+            self.append(produce)
+        return None
+
+    def produce_ack(self, conn: Connection, req: rq.ProduceAckRequest) -> Slot:
+        if req.acks not in (rq.Acks.APPEND, rq.Acks.FSYNC):
+            acks = [rq.PartitionAck(int(ErrorCode.INVALID_REQUEST), p.partition, -1, -1) for p in req.produces]
+            return Slot([rq.encode_produce_ack_response(acks)])
+        results = [self.append(p) for p in req.produces]
+        acks = [ack for ack, _ in results]
+        if req.acks == rq.Acks.APPEND:
+            return Slot([rq.encode_produce_ack_response(acks)])
+        slot = Slot()
+        FsyncAcks(self.server, self.flusher, conn, slot, results, req.timeout_ms).start()
+        return slot
+
+    # ---------------------------------------------------------------- fetch
+
+    def read(self, fetch: rq.FetchRequest) -> ReadResult:
+        """Read one partition for a fetch: (error code, file slice or None)."""
+        try:
+            validate_topic(fetch.topic)
+            if fetch.max_size < 0:
+                raise InvalidFetchSize(f"max size {fetch.max_size} is negative")
+            partition_log = self.logs.get(fetch.topic, fetch.partition)
+            return ReadResult(0, partition_log.read(fetch.offset, fetch.max_size))
+        except UnknownTopic:
+            return ReadResult(0, None)  # Kafka 0.7 answers an unknown topic with an empty set
+        except BrokerError as exc:
+            return ReadResult(int(exc.code), None)
+
+    def fetch(self, conn: Connection, req: rq.FetchRequest) -> Slot:
+        result = self.read(req)
+        return Slot(result.response_parts())
+
+    def multifetch(self, conn: Connection, req: rq.MultiFetchRequest) -> Slot:
+        return Slot(multifetch_parts([self.read(f) for f in req.fetches]))
+
+    def fetch_wait(self, conn: Connection, req: rq.FetchWaitRequest) -> Slot:
+        if req.max_wait_ms < 0 or req.min_bytes < 0:
+            return Slot([rq.response_header(int(ErrorCode.INVALID_REQUEST), 0)])
+        results = [self.read(f) for f in req.fetches]
+        wait_ms = min(req.max_wait_ms, self.max_wait_ms)
+        if wait_ms == 0 or DelayedFetches.satisfied(results, req.min_bytes):
+            return Slot(multifetch_parts(results))
+        slot = Slot()
+        self.delayed.park(conn, slot, req.fetches, req.min_bytes, wait_ms)
+        return slot
+
+    # ---------------------------------------------------------------- offsets and topics
+
+    def offsets(self, conn: Connection, req: rq.OffsetsRequest) -> Slot:
+        try:
+            validate_topic(req.topic)
+            if req.max_number < 0:
+                raise InvalidRequest(f"max number {req.max_number} is negative")
+            partition_log = self.logs.get(req.topic, req.partition)
+            offsets = partition_log.offsets_before(req.time, req.max_number)
+        except UnknownTopic:
+            # Kafka 0.7 (Log.getEmptyOffsets): [0] for latest/earliest, nothing otherwise
+            offsets = [0] if req.time in (rq.LATEST_TIME, rq.EARLIEST_TIME) and req.max_number else []
+        except BrokerError as exc:
+            return Slot([rq.encode_offsets_response(int(exc.code), [])])
+        return Slot([rq.encode_offsets_response(0, offsets)])
+
+    def metadata(self, conn: Connection, req: rq.MetadataRequest) -> Slot:
+        known = self.logs.topics()
+        if not req.topics:
+            rows = [(name, 0, count) for name, count in sorted(known.items())]
+        else:
+            rows = [_metadata_row(name, known) for name in req.topics]
+        return Slot([rq.encode_metadata_response(0, rows)])
+
+    def create_topic(self, conn: Connection, req: rq.CreateTopicRequest) -> Slot:
+        try:
+            validate_topic(req.topic)
+            if not 1 <= req.partitions <= MAX_PARTITIONS:
+                raise InvalidRequest(f"partitions must be 1..{MAX_PARTITIONS}")
+            self.logs.create_topic(req.topic, req.partitions)
+        except BrokerError as exc:
+            return Slot([rq.encode_create_topic_response(int(exc.code), self.logs.topics().get(req.topic, 0))])
+        return Slot([rq.encode_create_topic_response(0, self.logs.topics()[req.topic])])
+
+
+def _metadata_row(name: str, known: dict[str, int]) -> tuple[str, int, int]:
+    try:
+        validate_topic(name)
+    except BrokerError as exc:
+        return (name, int(exc.code), 0)
+    if name not in known:
+        return (name, int(ErrorCode.UNKNOWN_TOPIC), 0)
+    return (name, 0, known[name])
+
+
+def multifetch_parts(results: list[ReadResult]) -> list[Any]:
+    """The parts of a MULTIFETCH (or FETCH_WAIT) response: one block per fetch, in order."""
+    parts: list[Any] = []
+    total = 0
+    for result in results:
+        block = result.response_parts()
+        parts.extend(block)
+        total += 6 + result.size
+    return [rq.response_header(0, total), *parts]

@@ -1,0 +1,177 @@
+"""One client connection: frames in, responses out (bytes and sendfile'd file slices).
+
+Responses leave in the order their requests arrived (the 0.7 protocol has no
+correlation ids). Each request that has a response takes a :class:`Slot` in the
+connection's queue when it is read; a slot is filled at once or later (a long poll,
+an fsync acknowledgement), and the writer sends slots from the head as they become
+ready. Parts are ``bytes`` or file slices (objects with ``file``, ``position`` and
+``length``), which go out with ``os.sendfile`` straight from the page cache.
+
+Not thread-safe: every method runs on the broker's event-loop thread.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections import deque
+from typing import Any, Protocol
+
+import structlog
+
+from rill.client.protocol.framing import DecodeError, FrameDecoder
+
+log = structlog.get_logger(__name__)
+
+RECV_SIZE = 1 << 20
+MAX_PENDING_SLOTS = 1024  # stop reading a connection whose responses are not being read
+
+
+class FileSliceLike(Protocol):
+    file: Any
+    position: int
+    length: int
+
+
+Part = bytes | FileSliceLike
+
+
+class Slot:
+    """A place in a connection's response order, filled now or later."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self, parts: list[Part] | None = None) -> None:
+        self.parts = parts
+
+    def fill(self, parts: list[Part]) -> None:
+        self.parts = parts
+
+
+class Handler(Protocol):
+    def __call__(self, conn: Connection, body: memoryview) -> Slot | None: ...
+
+
+class Connection:
+    def __init__(self, sock: socket.socket, addr: Any, max_request_size: int) -> None:
+        self.sock = sock
+        self.fd = sock.fileno()
+        self.addr = addr
+        self.decoder = FrameDecoder(max_request_size)
+        self.pending: deque[Slot] = deque()
+        self._out: deque[Part] = deque()  # parts of head slots being written
+        self._out_pos = 0  # bytes of self._out[0] already sent
+        self._recv = bytearray(RECV_SIZE)
+        self._recv_view = memoryview(self._recv)
+        self.last_active = time.monotonic()
+        self.closed = False
+        self.events = 0  # what the selector watches for this connection now
+
+    # ---------------------------------------------------------------- reading
+
+    def read(self, handle: Handler) -> bool:
+        """Read what is available and handle each whole frame. Returns False on EOF.
+
+        Raises DecodeError for a malformed or oversized frame (the caller closes this
+        connection only).
+        """
+        try:
+            n = self.sock.recv_into(self._recv_view)
+        except (BlockingIOError, InterruptedError):
+            return True
+        except OSError:
+            return False
+        if n == 0:
+            return False
+        self.last_active = time.monotonic()
+        self.decoder.feed(self._recv_view[:n])
+        self.process_frames(handle)
+        return True
+
+    def process_frames(self, handle: Handler) -> None:
+        """Handle buffered whole frames while fewer than MAX_PENDING_SLOTS responses wait."""
+        while len(self.pending) < MAX_PENDING_SLOTS:
+            frame = self.decoder.next_frame()
+            if frame is None:
+                return
+            slot = handle(self, frame)
+            if slot is not None:
+                self.pending.append(slot)
+
+    def accepting_requests(self) -> bool:
+        return len(self.pending) < MAX_PENDING_SLOTS
+
+    # ---------------------------------------------------------------- writing
+
+    def flush(self) -> bool:
+        """Send ready responses until done or the socket is full.
+
+        Returns True when everything ready was sent. Raises OSError if the peer is gone.
+        """
+        while True:
+            if not self._out:
+                if not self._take_ready():
+                    return True
+            part = self._out[0]
+            if isinstance(part, (bytes, bytearray)):
+                sent = self._send_bytes(part)
+                total = len(part)
+            else:
+                sent = self._sendfile(part)
+                total = part.length
+            if sent is None:
+                return False
+            self._out_pos += sent
+            if self._out_pos >= total:
+                self._out.popleft()
+                self._out_pos = 0
+            else:
+                return False
+
+    def _take_ready(self) -> bool:
+        """Move ready head slots into the output, joining adjacent bytes into one send."""
+        chunk: list[bytes] = []
+        while self.pending and self.pending[0].parts is not None:
+            for part in self.pending.popleft().parts or ():
+                if isinstance(part, (bytes, bytearray)):
+                    chunk.append(part)
+                    continue
+                if chunk:
+                    self._out.append(b"".join(chunk))
+                    chunk = []
+                if part.length:
+                    self._out.append(part)
+        if chunk:
+            self._out.append(b"".join(chunk))
+        return bool(self._out)
+
+    def _send_bytes(self, data: bytes) -> int | None:
+        try:
+            return self.sock.send(memoryview(data)[self._out_pos:])
+        except (BlockingIOError, InterruptedError):
+            return None
+
+    def _sendfile(self, part: FileSliceLike) -> int | None:
+        try:
+            sent = os.sendfile(self.fd, part.file.fileno(), part.position + self._out_pos,
+                               part.length - self._out_pos)
+        except (BlockingIOError, InterruptedError):
+            return None
+        if sent == 0:  # the file is shorter than the slice: never send a short response
+            raise OSError(f"segment file ended inside a fetch slice at {part.position + self._out_pos}")
+        return sent
+
+    def has_output(self) -> bool:
+        return bool(self._out) or bool(self.pending and self.pending[0].parts is not None)
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            try:
+                self.sock.close()
+            except OSError:
+                pass
+
+
+__all__ = ["Connection", "Slot", "Part", "DecodeError"]

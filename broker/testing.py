@@ -1,0 +1,45 @@
+"""Run a real broker in-process for tests: ``with running_broker(tmp_path) as b: b.port``.
+
+The broker's event loop runs on a background thread and listens on a free loopback
+port. Overrides take configuration keys with dots or underscores
+(``num_partitions=2``, ``"log.segment.bytes": 4096``).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from rill.broker.broker import Broker
+from rill.broker.config import BrokerConfig
+
+
+class RunningBroker:
+    def __init__(self, broker: Broker, thread: threading.Thread) -> None:
+        self.broker = broker
+        self.server = broker.server
+        self.thread = thread
+        self.host = "127.0.0.1"
+        self.port = broker.port
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+@contextmanager
+def running_broker(data_dir: str | Path, **overrides: Any) -> Iterator[RunningBroker]:
+    settings: dict[str, Any] = {"log.dir": str(data_dir), "port": 0, "host.name": "127.0.0.1"}
+    settings.update({k.replace("_", "."): v for k, v in overrides.items()})
+    broker = Broker(BrokerConfig.load(None, settings))
+    thread = threading.Thread(target=broker.serve_forever, name="rill-broker", daemon=True)
+    thread.start()
+    try:
+        yield RunningBroker(broker, thread)
+    finally:
+        broker.stop()
+        thread.join(timeout=30)
+        broker.close()

@@ -1,0 +1,143 @@
+"""Wire error codes and the exceptions they map to.
+
+Hierarchy::
+
+    RillError
+    ├── BrokerError                 an error code sent by a broker
+    │   ├── UnknownError            (-1) and any code this release does not know
+    │   ├── OffsetOutOfRange        (1)  offset before the log start or past its end
+    │   ├── InvalidMessage          (2)  a message failed its CRC or framing check
+    │   ├── WrongPartition          (3)  partition outside 0 .. num_partitions-1
+    │   ├── InvalidFetchSize        (4)  max size smaller than the next message
+    │   ├── MessageTooLarge         (5)  a message over message.max.bytes
+    │   ├── InvalidTopic            (6)  a topic name outside [A-Za-z0-9._-]{1,249}
+    │   ├── InvalidOffset           (7)  an offset that is not a message boundary
+    │   ├── UnknownTopic            (8)  the topic does not exist (rill requests only)
+    │   ├── RequestTimedOut         (9)  an acknowledgement did not come in time
+    │   ├── StorageError            (10) the broker could not write or sync the log
+    │   └── InvalidRequest          (11) a well-framed request with bad fields
+    ├── CorruptMessageError         a fetched message failed its CRC check
+    └── ConnectionClosed            the peer closed the connection
+
+Codes -1..4 are Kafka 0.7's; 5 and up are rill's and are only sent on rill's
+request types (5 and up) or where 0.7 had no answer at all. Decoding a code this
+release does not know yields :class:`UnknownError` carrying the code.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ErrorCode(IntEnum):
+    UNKNOWN = -1
+    NONE = 0
+    OFFSET_OUT_OF_RANGE = 1
+    INVALID_MESSAGE = 2
+    WRONG_PARTITION = 3
+    INVALID_FETCH_SIZE = 4
+    MESSAGE_TOO_LARGE = 5
+    INVALID_TOPIC = 6
+    INVALID_OFFSET = 7
+    UNKNOWN_TOPIC = 8
+    REQUEST_TIMED_OUT = 9
+    STORAGE_ERROR = 10
+    INVALID_REQUEST = 11
+
+
+class RillError(Exception):
+    """Base class of every error raised by rill."""
+
+
+class BrokerError(RillError):
+    """An error code returned by a broker (or raised by the broker's storage)."""
+
+    code: ErrorCode = ErrorCode.UNKNOWN
+    retriable: bool = False
+
+    def __init__(self, message: str = "", code: int | None = None) -> None:
+        super().__init__(message or self.__class__.__name__)
+        if code is not None:
+            self.raw_code = code
+        else:
+            self.raw_code = int(self.code)
+
+
+class UnknownError(BrokerError):
+    code = ErrorCode.UNKNOWN
+
+
+class OffsetOutOfRange(BrokerError):
+    code = ErrorCode.OFFSET_OUT_OF_RANGE
+
+
+class InvalidMessage(BrokerError):
+    code = ErrorCode.INVALID_MESSAGE
+
+
+class WrongPartition(BrokerError):
+    code = ErrorCode.WRONG_PARTITION
+
+
+class InvalidFetchSize(BrokerError):
+    code = ErrorCode.INVALID_FETCH_SIZE
+
+
+class MessageTooLarge(BrokerError):
+    code = ErrorCode.MESSAGE_TOO_LARGE
+
+
+class InvalidTopic(BrokerError):
+    code = ErrorCode.INVALID_TOPIC
+
+
+class InvalidOffset(BrokerError):
+    code = ErrorCode.INVALID_OFFSET
+
+
+class UnknownTopic(BrokerError):
+    code = ErrorCode.UNKNOWN_TOPIC
+    retriable = True
+
+
+class RequestTimedOut(BrokerError):
+    code = ErrorCode.REQUEST_TIMED_OUT
+    retriable = True
+
+
+class StorageError(BrokerError):
+    code = ErrorCode.STORAGE_ERROR
+
+
+class InvalidRequest(BrokerError):
+    code = ErrorCode.INVALID_REQUEST
+
+
+class CorruptMessageError(RillError):
+    """A message read from a broker failed its CRC or framing check; never delivered."""
+
+
+class ConnectionClosed(RillError):
+    """The peer closed the connection (or it broke) before a whole response arrived."""
+
+
+_BY_CODE: dict[int, type[BrokerError]] = {
+    int(cls.code): cls
+    for cls in (
+        UnknownError, OffsetOutOfRange, InvalidMessage, WrongPartition, InvalidFetchSize,
+        MessageTooLarge, InvalidTopic, InvalidOffset, UnknownTopic, RequestTimedOut,
+        StorageError, InvalidRequest,
+    )
+}
+
+
+def error_for_code(code: int, message: str = "") -> BrokerError:
+    """Return the exception for a wire error code (never raises; unknown codes give UnknownError)."""
+    cls = _BY_CODE.get(code, UnknownError)
+    return cls(message or f"{cls.__name__} (error code {code})", code=code)
+
+
+def raise_for_code(code: int, message: str = "") -> None:
+    """Raise the exception for ``code`` unless it is 0 (no error)."""
+    if code != 0:
+        raise error_for_code(code, message)

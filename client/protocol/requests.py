@@ -1,0 +1,312 @@
+"""Requests and responses of the Kafka 0.7 protocol and rill's extensions.
+
+Types 0-4 are byte-exact with Kafka 0.7; 5-8 are rill's (docs/protocol.md gives
+every layout). A request frame is ``size int32, type int16, body``; single-partition
+requests (0, 1, 4) start their body with ``topic string16, partition int32``.
+A response frame is ``size int32, error int16, body``. Responses come back in the
+order the requests were sent; PRODUCE and MULTIPRODUCE have none.
+
+Server side: :func:`decode_request` turns a frame body into one of the request
+tuples below (raising DecodeError for anything malformed). Client side: the
+``encode_*`` functions build whole frames and the ``decode_*_response`` functions
+parse response bodies (the bytes after the size field).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Sequence
+from enum import IntEnum
+from typing import NamedTuple, Union
+
+from rill.client.protocol.framing import INT16, INT32, INT64, DecodeError, Reader, string16
+
+
+class RequestType(IntEnum):
+    PRODUCE = 0
+    FETCH = 1
+    MULTIFETCH = 2
+    MULTIPRODUCE = 3
+    OFFSETS = 4
+    PRODUCE_ACK = 5  # rill: acknowledged multi-produce
+    FETCH_WAIT = 6  # rill: long-poll multi-fetch
+    METADATA = 7  # rill: topics and partition counts
+    CREATE_TOPIC = 8  # rill: explicit topic creation
+
+
+class Acks(IntEnum):
+    """When a PRODUCE_ACK is answered."""
+
+    APPEND = 1  # once the messages are in the log (page cache)
+    FSYNC = 2  # once the messages are on disk
+
+
+LATEST_TIME = -1
+EARLIEST_TIME = -2
+ANY_PARTITION = -1  # on produce: the broker picks the partition
+
+_FETCH_MIN = 2 + 4 + 8 + 4  # an empty topic, partition, offset, max size
+_PRODUCE_MIN = 2 + 4 + 4
+
+
+class ProduceRequest(NamedTuple):
+    topic: str
+    partition: int
+    messages: memoryview | bytes
+
+
+class FetchRequest(NamedTuple):
+    topic: str
+    partition: int
+    offset: int
+    max_size: int
+
+
+class OffsetsRequest(NamedTuple):
+    topic: str
+    partition: int
+    time: int
+    max_number: int
+
+
+class MultiFetchRequest(NamedTuple):
+    fetches: list[FetchRequest]
+
+
+class MultiProduceRequest(NamedTuple):
+    produces: list[ProduceRequest]
+
+
+class ProduceAckRequest(NamedTuple):
+    acks: int
+    timeout_ms: int
+    produces: list[ProduceRequest]
+
+
+class FetchWaitRequest(NamedTuple):
+    max_wait_ms: int
+    min_bytes: int
+    fetches: list[FetchRequest]
+
+
+class MetadataRequest(NamedTuple):
+    topics: list[str]  # empty: every topic
+
+
+class CreateTopicRequest(NamedTuple):
+    topic: str
+    partitions: int
+
+
+Request = Union[ProduceRequest, FetchRequest, MultiFetchRequest, MultiProduceRequest, OffsetsRequest,
+                ProduceAckRequest, FetchWaitRequest, MetadataRequest, CreateTopicRequest]
+
+
+# ---------------------------------------------------------------- server side
+
+
+def _produce(r: Reader) -> ProduceRequest:
+    topic = r.string16()
+    partition = r.int32()
+    size = r.int32()
+    return ProduceRequest(topic, partition, r.raw(size))
+
+
+def _fetch(r: Reader) -> FetchRequest:
+    return FetchRequest(r.string16(), r.int32(), r.int64(), r.int32())
+
+
+def _produces(r: Reader) -> list[ProduceRequest]:
+    return [_produce(r) for _ in range(r.count(_PRODUCE_MIN))]
+
+
+def _fetches(r: Reader) -> list[FetchRequest]:
+    return [_fetch(r) for _ in range(r.count(_FETCH_MIN))]
+
+
+_DECODERS: dict[int, Callable[[Reader], Request]] = {
+    RequestType.PRODUCE: _produce,
+    RequestType.FETCH: _fetch,
+    RequestType.MULTIFETCH: lambda r: MultiFetchRequest(_fetches(r)),
+    RequestType.MULTIPRODUCE: lambda r: MultiProduceRequest(_produces(r)),
+    RequestType.OFFSETS: lambda r: OffsetsRequest(r.string16(), r.int32(), r.int64(), r.int32()),
+    RequestType.PRODUCE_ACK: lambda r: ProduceAckRequest(r.int16(), r.int32(), _produces(r)),
+    RequestType.FETCH_WAIT: lambda r: FetchWaitRequest(r.int32(), r.int32(), _fetches(r)),
+    RequestType.METADATA: lambda r: MetadataRequest([r.string16() for _ in range(r.count(2))]),
+    RequestType.CREATE_TOPIC: lambda r: CreateTopicRequest(r.string16(), r.int32()),
+}
+
+
+def decode_request(body: memoryview | bytes) -> tuple[int, Request]:
+    """Decode a request frame body (after the size field): ``(type, request)``.
+
+    Raises DecodeError for an unknown type, a field that runs past the end, a count
+    that cannot fit in the bytes left, or trailing bytes.
+    """
+    r = Reader(body)
+    kind = r.int16()
+    decoder = _DECODERS.get(kind)
+    if decoder is None:
+        raise DecodeError(f"unknown request type {kind}")
+    request = decoder(r)
+    r.expect_end()
+    return kind, request
+
+
+def response_header(error: int, body_size: int) -> bytes:
+    """The 6-byte response header for a body of ``body_size`` bytes after the error code."""
+    return INT32.pack(2 + body_size) + INT16.pack(error)
+
+
+def fetch_block_header(error: int, data_size: int) -> bytes:
+    """One block of a MULTIFETCH response (the same shape as a whole FETCH response)."""
+    return response_header(error, data_size)
+
+
+def encode_offsets_response(error: int, offsets: Sequence[int]) -> bytes:
+    body = INT32.pack(len(offsets)) + b"".join(INT64.pack(o) for o in offsets)
+    return response_header(error, len(body)) + body
+
+
+class PartitionAck(NamedTuple):
+    """Per-partition outcome of a PRODUCE_ACK: -1 offsets when error != 0."""
+
+    error: int
+    partition: int
+    first_offset: int
+    next_offset: int
+
+
+_ACK_STRUCT = struct.Struct(">hiqq")  # error, partition, first offset, next offset
+
+
+def encode_produce_ack_response(acks: Sequence[PartitionAck]) -> bytes:
+    body = INT16.pack(len(acks)) + b"".join(_ACK_STRUCT.pack(*a) for a in acks)
+    return response_header(0, len(body)) + body
+
+
+def encode_metadata_response(error: int, topics: Sequence[tuple[str, int, int]]) -> bytes:
+    """``topics``: (name, error, partition count) per topic."""
+    body = INT16.pack(len(topics)) + b"".join(
+        string16(name) + INT16.pack(err) + INT32.pack(count) for name, err, count in topics)
+    return response_header(error, len(body)) + body
+
+
+def encode_create_topic_response(error: int, partitions: int) -> bytes:
+    return response_header(error, 4) + INT32.pack(partitions)
+
+
+# ---------------------------------------------------------------- client side
+
+
+def _frame(kind: int, body: bytes) -> bytes:
+    return INT32.pack(2 + len(body)) + INT16.pack(kind) + body
+
+
+def _produce_body(topic: str, partition: int, messages: bytes) -> bytes:
+    return string16(topic) + INT32.pack(partition) + INT32.pack(len(messages)) + bytes(messages)
+
+
+def _fetch_body(f: FetchRequest) -> bytes:
+    return string16(f.topic) + INT32.pack(f.partition) + INT64.pack(f.offset) + INT32.pack(f.max_size)
+
+
+def encode_produce(topic: str, partition: int, messages: bytes) -> bytes:
+    return _frame(RequestType.PRODUCE, _produce_body(topic, partition, messages))
+
+
+def encode_multiproduce(produces: Sequence[ProduceRequest]) -> bytes:
+    return _frame(RequestType.MULTIPRODUCE,
+                  INT16.pack(len(produces)) + b"".join(_produce_body(*p) for p in produces))
+
+
+def encode_produce_ack(produces: Sequence[ProduceRequest], acks: int = Acks.APPEND,
+                       timeout_ms: int = 30_000) -> bytes:
+    body = INT16.pack(acks) + INT32.pack(timeout_ms) + INT16.pack(len(produces))
+    return _frame(RequestType.PRODUCE_ACK, body + b"".join(_produce_body(*p) for p in produces))
+
+
+def encode_fetch(topic: str, partition: int, offset: int, max_size: int) -> bytes:
+    return _frame(RequestType.FETCH, _fetch_body(FetchRequest(topic, partition, offset, max_size)))
+
+
+def encode_multifetch(fetches: Sequence[FetchRequest]) -> bytes:
+    return _frame(RequestType.MULTIFETCH, INT16.pack(len(fetches)) + b"".join(_fetch_body(f) for f in fetches))
+
+
+def encode_fetch_wait(fetches: Sequence[FetchRequest], max_wait_ms: int, min_bytes: int = 1) -> bytes:
+    body = INT32.pack(max_wait_ms) + INT32.pack(min_bytes) + INT16.pack(len(fetches))
+    return _frame(RequestType.FETCH_WAIT, body + b"".join(_fetch_body(f) for f in fetches))
+
+
+def encode_offsets(topic: str, partition: int, time: int, max_number: int) -> bytes:
+    body = string16(topic) + INT32.pack(partition) + INT64.pack(time) + INT32.pack(max_number)
+    return _frame(RequestType.OFFSETS, body)
+
+
+def encode_metadata(topics: Sequence[str] = ()) -> bytes:
+    return _frame(RequestType.METADATA, INT16.pack(len(topics)) + b"".join(string16(t) for t in topics))
+
+
+def encode_create_topic(topic: str, partitions: int) -> bytes:
+    return _frame(RequestType.CREATE_TOPIC, string16(topic) + INT32.pack(partitions))
+
+
+def decode_fetch_response(body: memoryview | bytes) -> tuple[int, memoryview]:
+    """A FETCH response body: (error, message bytes)."""
+    r = Reader(body)
+    error = r.int16()
+    return error, r.raw(r.remaining())
+
+
+def decode_multifetch_response(body: memoryview | bytes) -> tuple[int, list[tuple[int, memoryview]]]:
+    """A MULTIFETCH / FETCH_WAIT response body: (error, [(error, message bytes), ...])."""
+    r = Reader(body)
+    error = r.int16()
+    blocks = []
+    while r.remaining():
+        size = r.int32()
+        if size < 2:
+            raise DecodeError(f"fetch block of size {size}")
+        block_error = r.int16()
+        blocks.append((block_error, r.raw(size - 2)))
+    return error, blocks
+
+
+def decode_offsets_response(body: memoryview | bytes) -> tuple[int, list[int]]:
+    r = Reader(body)
+    error = r.int16()
+    if not r.remaining():
+        return error, []
+    n = r.int32()
+    if n < 0 or n * 8 != r.remaining():
+        raise DecodeError(f"offsets count {n} does not match {r.remaining()} bytes")
+    return error, [r.int64() for _ in range(n)]
+
+
+def decode_produce_ack_response(body: memoryview | bytes) -> tuple[int, list[PartitionAck]]:
+    r = Reader(body)
+    error = r.int16()
+    if not r.remaining():
+        return error, []
+    n = r.count(_ACK_STRUCT.size)
+    acks = [PartitionAck(*_ACK_STRUCT.unpack(r.raw(_ACK_STRUCT.size))) for _ in range(n)]
+    r.expect_end()
+    return error, acks
+
+
+def decode_metadata_response(body: memoryview | bytes) -> tuple[int, list[tuple[str, int, int]]]:
+    r = Reader(body)
+    error = r.int16()
+    if not r.remaining():
+        return error, []
+    topics = [(r.string16(), r.int16(), r.int32()) for _ in range(r.count(8))]
+    r.expect_end()
+    return error, topics
+
+
+def decode_create_topic_response(body: memoryview | bytes) -> tuple[int, int]:
+    r = Reader(body)
+    error = r.int16()
+    partitions = r.int32() if r.remaining() else 0
+    return error, partitions

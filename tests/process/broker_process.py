@@ -1,0 +1,61 @@
+"""Start and stop ``rill-broker`` as a real process for tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+class BrokerProcess:
+    """A ``rill-broker`` subprocess on a free loopback port, reporting its port via its ready event."""
+
+    def __init__(self, data_dir: Path, *extra: str) -> None:
+        self.data_dir = data_dir
+        self.extra = extra
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.port = 0
+        self.log_path = data_dir.parent / f"broker-{time.time_ns()}.log"
+
+    def start(self, timeout: float = 30.0) -> BrokerProcess:
+        self.log_file = open(self.log_path, "wb")
+        cmd = [sys.executable, "-m", "rill.broker.main", "--data-dir", str(self.data_dir), "--port", "0",
+               "--host", "127.0.0.1", "--log-format", "json", *self.extra]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.log_file)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for event in self.events():
+                if event.get("event") == "broker.ready":
+                    self.port = int(event["port"])
+                    return self
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"broker exited with {self.proc.returncode}:\n{self.log_path.read_text()}")
+            time.sleep(0.05)
+        raise TimeoutError(f"broker not ready in {timeout}s:\n{self.log_path.read_text()}")
+
+    def events(self) -> list[dict]:
+        out = []
+        for line in self.log_path.read_text(errors="replace").splitlines():
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                continue
+        return out
+
+    def kill9(self) -> None:
+        assert self.proc is not None
+        os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=30)
+        self.log_file.close()
+
+    def terminate(self, timeout: float = 30.0) -> int:
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        code = self.proc.wait(timeout=timeout)
+        self.log_file.close()
+        return code
