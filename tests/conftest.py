@@ -63,3 +63,10 @@ def raw(broker: RunningBroker) -> Iterator[RawClient]:
     client = RawClient(broker.host, broker.port)
     yield client
     client.close()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Keep structlog quiet in tests (events still reach structlog.testing.capture_logs)."""
+    import structlog
+
+    structlog.configure(logger_factory=structlog.ReturnLoggerFactory())

@@ -1,17 +1,25 @@
 """Configuration of the log storage (one value object shared by every partition).
 
 Names and defaults follow Kafka's broker settings where the concept is the same;
-each field's docstring names the Kafka setting it mirrors.
+each field's docstring names the Kafka setting it mirrors. LogConfig is immutable,
+so one instance is safely shared by every thread.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 MAX_SEGMENT_BYTES = 2**31 - 1  # positions inside a segment are 4-byte fields (KAFKA-6292)
 MIN_SEGMENT_BYTES = 1024
 MESSAGE_HEADER_BYTES = 6  # magic + attributes + crc: what a length field adds to a payload
 _WEEK_MS = 168 * 3600 * 1000
+
+
+class Clock(Protocol):
+    """Where the storage reads the time: ``time()`` in seconds (the ``time`` module, or a test clock)."""
+
+    def time(self) -> float: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +48,8 @@ class LogConfig:
     """log.index.interval.bytes: bytes between two entries of a segment's sparse index."""
     retention_check_interval_ms: int = 300_000
     """log.retention.check.interval.ms: how often the background thread applies retention."""
+    recovery_point_interval_ms: int = 60_000
+    """log.flush.offset.checkpoint.interval.ms: how often a flush also persists the recovery point."""
 
     def __post_init__(self) -> None:
         _check_range("segment_bytes", self.segment_bytes, MIN_SEGMENT_BYTES, MAX_SEGMENT_BYTES)
@@ -54,6 +64,7 @@ class LogConfig:
                      MAX_SEGMENT_BYTES - 4 - MESSAGE_HEADER_BYTES)
         _check_range("index_interval_bytes", self.index_interval_bytes, 1, MAX_SEGMENT_BYTES)
         _check_range("retention_check_interval_ms", self.retention_check_interval_ms, 1, 2**63 - 1)
+        _check_range("recovery_point_interval_ms", self.recovery_point_interval_ms, 0, 2**63 - 1)
 
     @property
     def max_message_size(self) -> int:

@@ -91,9 +91,9 @@ class SegmentIndex:
 
     # -- loading -----------------------------------------------------------------------
 
-    def read_raw(self) -> tuple[array[int], array[int]]:
+    def read_raw(self, segment_size: int) -> tuple[array[int], array[int]]:
         """The entries currently in the file, unchecked (at most what ``segment_size`` allows)."""
-        size = os.fstat(self._fd).st_size
+        size = min(os.fstat(self._fd).st_size, (segment_size // 9 + 1) * ENTRY_SIZE)
         return unpack_entries(_pread_all(self._fd, size, 0))
 
     def load_trusted(self, segment_size: int) -> bool:

@@ -16,6 +16,7 @@ the last reference goes.
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 import struct
@@ -112,7 +113,10 @@ class Segment:
         length = len(data)
         written = os.pwrite(self._fd, data, position)
         while written < length:
-            written += os.pwrite(self._fd, memoryview(data)[written:], position + written)
+            more = os.pwrite(self._fd, memoryview(data)[written:], position + written)
+            if more <= 0:
+                raise OSError(errno.EIO, f"short write to {self.path}")
+            written += more
         if marks:
             self.index.add(marks, position, now_ms)
         self.size = position + length

@@ -1,0 +1,416 @@
+"""The log of one partition: a list of segments, appends, reads, flushes.
+
+Offsets are byte positions in the partition's stream (Kafka 0.7): the message at
+offset ``o`` with length field ``n`` is followed by the one at ``o + 4 + n``. A read
+finds its segment with one binary search over the base offsets (segments.py).
+
+Thread-safety contract:
+
+* :meth:`Log.append`, :meth:`Log.read`, :meth:`Log.offsets_before` and
+  :meth:`Log.when_flushed` are called from one thread (the broker's event loop).
+* :meth:`Log.flush` and retention (:meth:`Log.delete_oldest_segments`) run on a
+  background thread. Readers never block on them: the segment list is an immutable
+  snapshot replaced as a whole (copy-on-write), and ``end_offset`` and
+  ``flushed_offset`` are plain ints assigned atomically. A short lock serialises
+  the two writers of the segment list (a roll and retention); a flush lock
+  serialises flushes; ``when_flushed`` callbacks live in a FlushWaiters (waiters.py).
+* A :class:`FileSlice` stays readable after its segment is deleted by retention
+  (the file object keeps the descriptor open until its last reference goes).
+
+Failures: an fsync (or write) error is never retried, since the kernel may have
+dropped the dirty pages (fsyncgate, reliability.md 1.5). The log is marked failed:
+the call raises :class:`StorageError`, and so does every later append or flush.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import structlog
+
+from rill.broker.log import files
+from rill.broker.log.config import MAX_SEGMENT_BYTES, Clock, LogConfig
+from rill.broker.log.recovery import RecoveryReport, open_segments
+from rill.broker.log.segment import Segment, SegmentFile
+from rill.broker.log.segments import SegmentList
+from rill.broker.log.waiters import Callback, ErrorCallback, FlushWaiters
+from rill.client.errors import (InvalidFetchSize, InvalidMessage, InvalidOffset, MessageTooLarge,
+                                OffsetOutOfRange, StorageError)
+from rill.client.protocol.messages import SCAN_ERROR_NAMES, SCAN_TOO_LARGE, scan
+
+LATEST_TIME = -1  # OFFSETS request: the log end
+EARLIEST_TIME = -2  # OFFSETS request: the log start
+
+
+@dataclass(frozen=True, slots=True)
+class FileSlice:
+    """A byte range of a segment file, to be sent with ``os.sendfile`` (never copied).
+
+    Attributes:
+        file: the open segment file (its descriptor stays open while this slice lives).
+        position: where the range starts inside the file.
+        length: bytes in the range (0 at the log end).
+        offset: the log offset of the first byte.
+        next_offset: ``offset + length``: where the next fetch starts. It is a message
+            boundary unless the slice is a partial message (a message larger than the
+            fetch size: the client sees an incomplete message and can retry larger).
+    """
+
+    file: SegmentFile
+    position: int
+    length: int
+    offset: int
+    next_offset: int
+
+
+class AppendInfo(NamedTuple):
+    """Where an appended set went: offsets ``first_offset .. next_offset``, ``count`` messages."""
+
+    first_offset: int
+    next_offset: int
+    count: int  # type: ignore[assignment]  # shadows tuple.count, as ScanResult does
+
+
+class Log:
+    """The log of one topic partition. See the module docstring for thread-safety."""
+
+    def __init__(self, directory: str, topic: str, partition: int, config: LogConfig, clock: Clock,
+                 segments: list[Segment], report: RecoveryReport, logger: Any) -> None:
+        self.directory, self.topic, self.partition = directory, topic, partition
+        self.config = config
+        self.recovery_report = report
+        self._clock = clock
+        self._logger = logger
+        self._view = SegmentList.of(segments)
+        self._active = segments[-1]
+        self._end_offset = self._active.end_offset
+        self._waiters = FlushWaiters(self._end_offset, logger)
+        self._last_append_ms = max((s.last_append_ms for s in segments if s.size), default=-1)
+        self._appended_messages = 0
+        self._flushed_messages = 0
+        self._last_flush_time = clock.time()
+        self._last_recovery_point_ms = int(self._last_flush_time * 1000)
+        self._failed: BaseException | None = None
+        self._closed = False
+        self._files_closed = False
+        self._roll_lock = threading.Lock()
+        self._flush_lock = threading.Lock()
+        self._max_message_size = config.max_message_size
+        self._index_interval = config.index_interval_bytes
+        self.flush_signal: Callable[[], object] | None = None
+        """Called (from the appending thread) when unflushed messages reach the flush interval."""
+
+    @classmethod
+    def open(cls, data_dir: str, topic: str, partition: int, config: LogConfig, clock: Clock = time, *,
+             clean: bool = False, truncate_corrupt: bool = False) -> Log:
+        """Open (creating if needed) the log of ``topic``-``partition`` under ``data_dir``.
+
+        ``clean`` says the data directory holds a clean-shutdown marker: indexes are
+        checked but no segment is scanned. Otherwise segments from the recovery point
+        on are scanned and repaired (see recovery.py).
+
+        Raises:
+            InvalidTopic, WrongPartition: before anything touches the disk.
+            CorruptLogError: corruption in the middle of the log and not ``truncate_corrupt``.
+            OSError: the files could not be opened, read or written.
+        """
+        directory = files.partition_dir(data_dir, topic, partition)
+        logger = structlog.get_logger(__name__).bind(topic=topic, partition=partition)
+        if not os.path.isdir(directory):
+            os.makedirs(directory, exist_ok=True)
+            files.fsync_dir(data_dir)
+        kept, report = open_segments(directory, config, clean=clean, truncate_corrupt=truncate_corrupt,
+                                     log=logger, now_ms=int(clock.time() * 1000))
+        log = cls(directory, topic, partition, config, clock, kept, report, logger)
+        files.write_recovery_point(directory, log.end_offset)  # never leave a stale, higher one
+        logger.info("log.loaded", start_offset=log.start_offset, end_offset=log.end_offset,
+                    segments=len(kept), clean=report.clean, segments_scanned=report.segments_scanned,
+                    bytes_truncated=report.bytes_truncated)
+        return log
+
+    # -- state ---------------------------------------------------------------------------
+
+    @property
+    def start_offset(self) -> int:
+        return self._view.start_offset
+
+    @property
+    def end_offset(self) -> int:
+        return self._end_offset
+
+    @property
+    def flushed_offset(self) -> int:
+        """Every byte before this offset has been fsynced."""
+        return self._waiters.flushed_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self._view.segments)
+
+    @property
+    def segments(self) -> tuple[Segment, ...]:
+        """The current snapshot of segments, oldest first (the last is the active one)."""
+        return self._view.segments
+
+    @property
+    def unflushed_messages(self) -> int:
+        """Messages appended since the last flush began (the M of seed 000)."""
+        return self._appended_messages - self._flushed_messages
+
+    @property
+    def failed(self) -> BaseException | None:
+        """The error that took this log offline, or ``None``."""
+        return self._failed
+
+    # -- append --------------------------------------------------------------------------
+
+    def append(self, message_set: bytes | bytearray | memoryview) -> AppendInfo:
+        """Validate a whole message set and write it at the end with one write.
+
+        O(1) Python work per call: validation, index marks and CRCs run in ``scan``.
+
+        Raises:
+            InvalidMessage: the set is empty, holds an invalid message or ends in an
+                incomplete one (nothing is written).
+            MessageTooLarge: a length field exceeds the maximum message size.
+            StorageError: the log is closed or failed, or the write failed.
+        """
+        if self._failed is not None or self._closed:
+            raise self._unavailable()
+        size = len(message_set)
+        if not size or size > MAX_SEGMENT_BYTES:
+            raise self._refusal(0, 0, size)
+        segment = self._active
+        now_ms = max(int(self._clock.time() * 1000), self._last_append_ms)
+        roll = self._should_roll(segment, size, now_ms)
+        next_mark = 0 if roll else segment.index.next_mark(segment.size)
+        result = scan(message_set, self._max_message_size, self._index_interval, next_mark)
+        if result.error or result.valid_bytes != size:
+            raise self._refusal(result.error, result.valid_bytes, size)
+        try:
+            if roll:
+                segment = self._roll(now_ms)
+            segment.append(message_set, result.marks, now_ms)
+        except OSError as exc:
+            self._fail(exc, "write")
+            raise StorageError(f"{self.topic}-{self.partition}: write failed: {exc}") from exc
+        first = self._end_offset
+        self._end_offset = end = segment.base_offset + segment.size
+        self._last_append_ms = now_ms
+        self._appended_messages += result.count
+        if (self._appended_messages - self._flushed_messages >= self.config.flush_interval_messages
+                and self.flush_signal is not None):
+            self.flush_signal()
+        return AppendInfo(first, end, result.count)
+
+    def _should_roll(self, segment: Segment, size: int, now_ms: int) -> bool:
+        if not segment.size:
+            return False  # a set larger than segment_bytes goes alone into an empty segment
+        if segment.size + size > self.config.segment_bytes:
+            return True
+        first = segment.first_append_ms
+        return first is not None and now_ms - first >= self.config.roll_ms
+
+    def _refusal(self, error: int, valid_bytes: int, size: int) -> Exception:
+        where = f"{self.topic}-{self.partition}: message at position {valid_bytes} of the set"
+        if not size:
+            return InvalidMessage(f"{self.topic}-{self.partition}: empty message set")
+        if error == SCAN_TOO_LARGE:
+            return MessageTooLarge(f"{where}: larger than {self.config.max_message_bytes} bytes of payload")
+        if error:
+            return InvalidMessage(f"{where}: {SCAN_ERROR_NAMES[error]}")
+        if size > MAX_SEGMENT_BYTES:
+            return MessageTooLarge(f"{self.topic}-{self.partition}: message set of {size} bytes")
+        return InvalidMessage(f"{where}: incomplete message at the end of the set")
+
+    def _roll(self, now_ms: int) -> Segment:
+        """Start a new segment at the log end (the old one is synced by the next flush)."""
+        with self._roll_lock:
+            segment = Segment.create(self.directory, self._end_offset, self._index_interval, now_ms)
+            self._view = self._view.appended(segment)
+            self._active = segment
+        self._logger.info("log.rolled", base_offset=segment.base_offset)
+        return segment
+
+    # -- read ----------------------------------------------------------------------------
+
+    def read(self, offset: int, max_size: int) -> FileSlice:
+        """Return the bytes from ``offset`` (at most ``max_size``) as a slice of one segment.
+
+        The slice ends on the last message boundary <= ``offset + max_size`` when at
+        least one whole message fits; otherwise it is the first ``max_size`` bytes of
+        the message at ``offset`` (Kafka 0.7: the client sees a partial message and
+        retries with a larger size). At ``end_offset`` the slice is empty.
+
+        Raises:
+            OffsetOutOfRange: ``offset`` is before the log start or after its end.
+            InvalidOffset: no message starts at ``offset``.
+            InvalidFetchSize: ``max_size`` is negative.
+            StorageError: the log is closed.
+        """
+        end = self._end_offset  # read before the view: the view then covers `end`
+        view = self._view
+        if self._closed:
+            raise self._unavailable()
+        if max_size < 0:
+            raise InvalidFetchSize(f"{self.topic}-{self.partition}: negative fetch size {max_size}")
+        if offset == end or max_size == 0:
+            if view.start_offset <= offset <= end:
+                return self._empty_slice(view, offset)
+        if offset < view.start_offset or offset > end:
+            raise OffsetOutOfRange(f"{self.topic}-{self.partition}: offset {offset} is out of range: "
+                                   f"log start {view.start_offset}, end {end}")
+        segment = view.find(offset)
+        position = offset - segment.base_offset
+        limit = min(segment.size, end - segment.base_offset)
+        if position >= limit or not segment.is_boundary(position):
+            raise InvalidOffset(f"{self.topic}-{self.partition}: offset {offset} is not a message boundary")
+        stop = position + max_size
+        if stop < limit:
+            boundary = segment.find_boundary_at_or_before(stop, position)
+            stop = boundary if boundary > position else stop
+        else:
+            stop = limit
+        return FileSlice(segment.file, position, stop - position, offset, offset + stop - position)
+
+    def _empty_slice(self, view: SegmentList, offset: int) -> FileSlice:
+        segment = view.find(offset)
+        if offset != self._end_offset and not segment.is_boundary(offset - segment.base_offset):
+            raise InvalidOffset(f"{self.topic}-{self.partition}: offset {offset} is not a message boundary")
+        return FileSlice(segment.file, offset - segment.base_offset, 0, offset, offset)
+
+    # -- offsets before a time ---------------------------------------------------------------
+
+    def offsets_before(self, time_ms: int, max_number: int) -> list[int]:
+        """Offsets of messages appended before ``time_ms``, newest first, at most ``max_number``.
+
+        ``time_ms == -1`` (latest) gives ``[end_offset]`` and ``-2`` (earliest)
+        ``[start_offset]``. Otherwise: the log end if the last append was before
+        ``time_ms`` (or nothing was ever appended), then the offsets of index entries
+        appended before ``time_ms`` (precision: one index interval). A consumer starting
+        at the first returned offset misses nothing appended at or after ``time_ms``.
+        Returns ``[]`` when ``max_number <= 0`` or nothing qualifies.
+        """
+        view, end = self._view, self._end_offset
+        if max_number <= 0:
+            return []
+        if time_ms == LATEST_TIME:
+            return [end]
+        if time_ms == EARLIEST_TIME:
+            return [view.start_offset]
+        result = [end] if self._last_append_ms < time_ms else []
+        for segment in reversed(view.segments):
+            need = max_number - len(result)
+            if need <= 0:
+                break
+            index = segment.index
+            count = index.count_before(time_ms)
+            chosen = index.positions[max(0, count - need):count]
+            base = segment.base_offset
+            result.extend(base + p for p in reversed(chosen))
+        return result[:max_number]
+
+    # -- flush -----------------------------------------------------------------------------
+
+    def needs_flush(self, now: float) -> bool:
+        """Whether M messages were appended, or S seconds passed with unflushed data (``now`` in s)."""
+        unflushed = self._appended_messages - self._flushed_messages
+        if unflushed <= 0 or self._failed is not None or self._closed:
+            return False
+        return (unflushed >= self.config.flush_interval_messages
+                or (now - self._last_flush_time) * 1000 >= self.config.flush_interval_ms)
+
+    def flush(self) -> None:
+        """fsync everything appended so far, then run the ``when_flushed`` callbacks that are due.
+
+        Raises:
+            StorageError: the log failed (now or before); an fsync is never retried.
+        """
+        with self._flush_lock:
+            if self._files_closed:
+                return
+            if self._failed is not None:
+                raise self._unavailable()
+            messages, end, view = self._appended_messages, self._end_offset, self._view
+            now = self._clock.time()
+            flushed = self._waiters.flushed_offset
+            if end == flushed and messages == self._flushed_messages and not self._closed:
+                self._last_flush_time = now
+                return
+            try:
+                for segment in view.from_offset(flushed):
+                    segment.flush()
+                if (now * 1000 - self._last_recovery_point_ms >= self.config.recovery_point_interval_ms
+                        or self._closed):
+                    files.write_recovery_point(self.directory, end)
+                    self._last_recovery_point_ms = int(now * 1000)
+            except OSError as exc:
+                self._fail(exc, "fsync")
+                raise StorageError(f"{self.topic}-{self.partition}: flush failed: {exc}") from exc
+            self._flushed_messages = messages
+            self._last_flush_time = now
+        self._waiters.advance(end)
+
+    def when_flushed(self, offset: int, callback: Callback, on_error: ErrorCallback | None = None) -> None:
+        """Call ``callback()`` once ``flushed_offset >= offset``: at once if it already is,
+        otherwise from the thread that flushes. If the log fails first, ``on_error(exc)``
+        is called instead (if given). Exceptions from callbacks are logged, not raised.
+        """
+        self._waiters.register(offset, callback, on_error)
+
+    def _fail(self, exc: OSError, what: str) -> None:
+        self._failed = exc
+        self._logger.error("log.offline", failed=what, error=str(exc), directory=self.directory,
+                           hint="the partition takes no more writes until the broker restarts")
+        self._waiters.fail(exc)
+
+    def _unavailable(self) -> StorageError:
+        if self._failed is not None:
+            return StorageError(f"{self.topic}-{self.partition} is offline after a storage error: {self._failed}")
+        return StorageError(f"{self.topic}-{self.partition} is closed")
+
+    # -- retention and lifetime ---------------------------------------------------------------
+
+    def delete_oldest_segments(self, choose: Callable[[tuple[Segment, ...]], int]) -> list[Segment]:
+        """Remove the ``choose(segments)`` oldest segments (never the active one); return them.
+
+        The new segment list is swapped in first, then the files are unlinked, so a
+        reader holding the old snapshot (or a FileSlice) still reads the old files.
+        """
+        with self._roll_lock:
+            view = self._view
+            count = min(choose(view.segments), len(view.segments) - 1)
+            if count <= 0:
+                return []
+            self._view = view.without_oldest(count)
+        removed = list(view.segments[:count])
+        for segment in removed:
+            self._logger.info("retention.deleted_segment", file=segment.path, size=segment.size)
+            try:
+                segment.delete()
+            except OSError as exc:
+                self._logger.error("retention.delete_failed", file=segment.path, error=str(exc))
+        return removed
+
+    def close(self) -> None:
+        """Flush (unless failed) and close every file. Idempotent.
+
+        Raises:
+            StorageError: the final flush failed (the files are closed anyway).
+        """
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._failed is None:
+                self.flush()
+        finally:
+            with self._flush_lock:
+                self._files_closed = True
+                for segment in self._view.segments:
+                    segment.close()

@@ -1,0 +1,286 @@
+"""Log recovery after an unclean shutdown: a plain loop in the shape of Kafka's.
+
+For each segment from the one holding the recovery point (the last flushed offset)
+to the end: scan it in bounded windows (a length field is checked against the
+maximum message size and the bytes left in the file before anything past it is
+read, so a garbage length of 0x7FFFFFFF never allocates 2 GiB), rebuild its index
+from the scan, and stop at the first invalid byte:
+
+* nothing valid follows (a torn write, a zero-filled or garbage tail): copy the cut
+  bytes to ``<segment>.corrupt-<unix_ms>`` (fsynced), truncate, and log a warning
+  naming the file, position and byte count;
+* a valid message follows in the same segment, or a later segment holds one: that is
+  corruption in the middle of the log. Raise :class:`CorruptLogError` naming the file
+  and position, unless the operator passed ``truncate_corrupt=True``; then cut there
+  too and move every later segment into a side file.
+
+Segments before the recovery point are not scanned, but their index must pass the
+sanity checks of ``SegmentIndex.load_trusted`` and ``Segment.check_index_tail``, or it
+is rebuilt by the same scan (never trust a corrupt index). Base offsets must be
+contiguous (each segment starts where the previous one ends); an empty segment whose
+name does not follow is the leftover of a crash during a roll and is removed.
+
+Thread-safety: runs once, while a log is being opened, before it is shared.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from array import array
+from bisect import bisect_right
+from dataclasses import dataclass, field
+from typing import Any
+
+from rill.broker.log import files
+from rill.broker.log.config import LogConfig
+from rill.broker.log.segment import Segment
+from rill.client.errors import StorageError
+from rill.client.protocol.messages import SCAN_ERROR_NAMES, SCAN_OK, find_valid, scan
+
+_WINDOW = 1 << 20
+_TORN = -1  # an incomplete message at the end of the file
+_LENGTH = struct.Struct(">i")
+
+
+class CorruptLogError(StorageError):
+    """Invalid bytes followed by valid data: refusing to truncate good messages.
+
+    Attributes:
+        path: the segment file.
+        position: the position of the first invalid byte inside it.
+    """
+
+    def __init__(self, path: str, position: int, reason: str) -> None:
+        super().__init__(f"{path}: corrupt log at position {position}: {reason}; refusing to truncate "
+                         f"valid data (restart with truncate_corrupt to cut it into a side file)")
+        self.path = path
+        self.position = position
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryReport:
+    """What opening a log did. ``clean`` is True when the scan was skipped."""
+
+    clean: bool
+    segments_scanned: int = 0
+    bytes_truncated: int = 0
+    side_files: tuple[str, ...] = ()
+
+
+@dataclass(slots=True)
+class _ScanOutcome:
+    valid_end: int
+    error: int  # SCAN_OK, a SCAN_* error, or _TORN
+    positions: array[int] = field(default_factory=lambda: array("I"))
+
+
+def scan_segment(segment: Segment, max_message_size: int, interval: int) -> _ScanOutcome:
+    """Validate a segment window by window; return where valid data ends and the marks."""
+    fd, size = segment.file.fileno(), segment.size
+    outcome = _ScanOutcome(0, SCAN_OK)
+    position, want, next_mark = 0, _WINDOW, 0
+    while position < size:
+        wanted = min(want, size - position)
+        buf = os.pread(fd, wanted, position)
+        result = scan(buf, max_message_size, interval, max(0, next_mark - position))
+        if result.marks:
+            outcome.positions.extend([position + m for m in result.marks])
+            next_mark = outcome.positions[-1] + interval
+        position += result.valid_bytes
+        if result.error != SCAN_OK:
+            outcome.error = result.error
+            break
+        want = _WINDOW
+        if result.valid_bytes or position >= size:
+            continue
+        if len(buf) < wanted or wanted == size - position:
+            outcome.error = _TORN  # the message at `position` runs past the end of the file
+            break
+        want = 4 + _LENGTH.unpack_from(buf)[0]  # bounded: scan checked it against the maximum
+    outcome.valid_end = position
+    return outcome
+
+
+class _Recovery:
+    """The state of one log's recovery: configuration, report counters, logger."""
+
+    def __init__(self, config: LogConfig, truncate_corrupt: bool, log: Any, now_ms: int) -> None:
+        self.config = config
+        self.truncate_corrupt = truncate_corrupt
+        self.log = log
+        self.now_ms = now_ms
+        self.scanned: list[Segment] = []
+        self.bytes_truncated = 0
+        self.side_files: list[str] = []
+
+    def report(self, clean: bool) -> RecoveryReport:
+        return RecoveryReport(clean, len(self.scanned), self.bytes_truncated, tuple(self.side_files))
+
+    def trusted(self, segment: Segment) -> bool:
+        ok = (segment.index.load_trusted(segment.size)
+              and segment.check_index_tail(self.config.max_message_size))
+        if ok:
+            segment.load_times()
+        return ok
+
+    def rescan(self, segment: Segment, reason: str) -> _ScanOutcome:
+        outcome = scan_segment(segment, self.config.max_message_size, self.config.index_interval_bytes)
+        segment.rebuild_index(outcome.positions, _rebuilt_times(segment, outcome.positions))
+        self.scanned.append(segment)
+        self.log.info("recovery.scanned", file=segment.path, reason=reason, bytes=segment.size,
+                      valid_bytes=outcome.valid_end, index_entries=len(outcome.positions))
+        return outcome
+
+    def cut(self, segment: Segment, outcome: _ScanOutcome, later: list[Segment]) -> None:
+        """Handle invalid bytes at ``outcome.valid_end``: refuse, or cut them and drop ``later``."""
+        position = outcome.valid_end
+        reason = "incomplete message" if outcome.error == _TORN else SCAN_ERROR_NAMES[outcome.error]
+        follows = _find_valid_after(segment, position + 1, self.config.max_message_size)
+        holder = next((s for s in later if _holds_valid(s, self.config.max_message_size)), None)
+        if not self.truncate_corrupt:
+            if follows >= 0:
+                raise CorruptLogError(segment.path, position, f"{reason}, followed by a valid message at {follows}")
+            if holder is not None:
+                raise CorruptLogError(segment.path, position, f"{reason}, followed by segment {holder.path}")
+        self.move_tail(segment, position, reason)
+        for other in later:
+            self.drop(other, "follows a truncated segment")
+
+    def move_tail(self, segment: Segment, position: int, reason: str) -> None:
+        """Copy bytes ``position..end`` to a side file (fsynced), then truncate the segment."""
+        count = segment.size - position
+        path, out = files.create_side_file(segment.path, self.now_ms)
+        try:
+            _copy_range(segment.file.fileno(), out, position, count)
+            os.fsync(out)
+        finally:
+            os.close(out)
+        files.fsync_dir(segment.directory)
+        segment.truncate_to(position)
+        os.fsync(segment.file.fileno())
+        self.bytes_truncated += count
+        self.side_files.append(path)
+        self.log.warning("recovery.truncated", file=segment.path,
+                         position=position, bytes=count, reason=reason, side_file=path)
+
+    def drop(self, segment: Segment, reason: str) -> None:
+        """Remove a segment: rename a non-empty one to a side file, unlink an empty one."""
+        if segment.size:
+            target = files.side_file_name_for_rename(segment.path, self.now_ms)
+            os.rename(segment.path, target)
+            self.side_files.append(target)
+            self.bytes_truncated += segment.size
+        else:
+            target = None
+            os.unlink(segment.path)
+        segment.delete()
+        segment.close()
+        files.fsync_dir(segment.directory)
+        self.log.warning("recovery.segment_removed", file=segment.path, bytes=segment.size,
+                         reason=reason, side_file=target)
+
+    def discontinuity(self, previous: Segment, segment: Segment, rest: list[Segment]) -> None:
+        """``segment`` does not start where ``previous`` ends: remove leftovers or refuse."""
+        max_size = self.config.max_message_size
+        if not any(_holds_valid(s, max_size) for s in rest) or self.truncate_corrupt:
+            for other in rest:
+                self.drop(other, f"base offset does not follow the previous segment's end {previous.end_offset}")
+            return
+        raise CorruptLogError(segment.path, 0, f"base offset {segment.base_offset} does not follow the "
+                                               f"previous segment's end {previous.end_offset}")
+
+
+def open_segments(directory: str, config: LogConfig, *, clean: bool, truncate_corrupt: bool, log: Any,
+                  now_ms: int) -> tuple[list[Segment], RecoveryReport]:
+    """Open the segments of a partition directory (creating the first one) and recover them.
+
+    Raises: as :func:`recover_segments`.
+    """
+    bases = files.list_segment_offsets(directory)
+    if not bases:
+        segments = [Segment.create(directory, 0, config.index_interval_bytes, now_ms)]
+    else:
+        segments = [Segment.open(directory, base, config.index_interval_bytes) for base in bases]
+    return recover_segments(segments, config, files.read_recovery_point(directory), clean=clean,
+                            truncate_corrupt=truncate_corrupt, log=log, now_ms=now_ms)
+
+
+def recover_segments(segments: list[Segment], config: LogConfig, recovery_point: int, *, clean: bool,
+                     truncate_corrupt: bool, log: Any, now_ms: int) -> tuple[list[Segment], RecoveryReport]:
+    """Check and repair ``segments`` (ascending, at least one); return those kept and a report.
+
+    Raises:
+        CorruptLogError: corruption in the middle of the log and not ``truncate_corrupt``.
+        OSError: reading, writing or syncing failed.
+    """
+    state = _Recovery(config, truncate_corrupt, log, now_ms)
+    bases = [s.base_offset for s in segments]
+    first_scan = len(segments) if clean else max(0, bisect_right(bases, recovery_point) - 1)
+    kept: list[Segment] = []
+    for i, segment in enumerate(segments):
+        if kept and segment.base_offset != kept[-1].end_offset:
+            state.discontinuity(kept[-1], segment, segments[i:])
+            break
+        kept.append(segment)
+        if i < first_scan and state.trusted(segment):
+            continue
+        outcome = state.rescan(segment, "unflushed" if i >= first_scan else "index failed its checks")
+        if outcome.valid_end < segment.size:
+            state.cut(segment, outcome, segments[i + 1:])
+            break
+    for segment in state.scanned:
+        if segment in kept:
+            segment.flush()  # recovered data may sit in the page cache only (KAFKA-10101)
+    return kept, state.report(clean)
+
+
+def _rebuilt_times(segment: Segment, positions: array[int]) -> array[int]:
+    """Times for rebuilt entries: the old index's where positions agree, else the mtime."""
+    old_positions, old_times = segment.index.read_raw(segment.size)
+    limit = min(len(old_positions), len(positions))
+    same = limit
+    if old_positions[:limit] != positions[:limit]:
+        low, high = 0, limit  # the longest common prefix: old[:low] == new[:low]
+        while low < high:
+            mid = (low + high + 1) // 2
+            if old_positions[:mid] == positions[:mid]:
+                low = mid
+            else:
+                high = mid - 1
+        same = low
+    times = old_times[:same]
+    if times.tolist() != sorted(times.tolist()):
+        times = array("q")
+    fill = max(segment.mtime_ms, times[-1] if times else segment.mtime_ms)
+    times.extend(array("q", [fill]) * (len(positions) - len(times)))
+    return times
+
+
+def _find_valid_after(segment: Segment, start: int, max_message_size: int) -> int:
+    """The first position >= ``start`` where a whole valid message begins, or -1 (bounded windows)."""
+    fd, size = segment.file.fileno(), segment.size
+    position = start
+    while position < size:
+        buf = os.pread(fd, min(_WINDOW + 4 + max_message_size, size - position), position)
+        found = find_valid(buf, 0, max_message_size)
+        if found >= 0:
+            return position + found
+        position += _WINDOW
+    return -1
+
+
+def _holds_valid(segment: Segment, max_message_size: int) -> bool:
+    return _find_valid_after(segment, 0, max_message_size) >= 0
+
+
+def _copy_range(src: int, dst: int, position: int, count: int) -> None:
+    while count > 0:
+        chunk = os.pread(src, min(_WINDOW, count), position)
+        if not chunk:
+            break
+        view = memoryview(chunk)
+        while view:
+            view = view[os.write(dst, view):]
+        position += len(chunk)
+        count -= len(chunk)
