@@ -4,8 +4,8 @@
                 [--set KEY=VALUE ...] [--truncate-corrupt]
 
 Flags override the file, which overrides the defaults (docs/operations.md). SIGTERM
-and SIGINT stop it gracefully: in-flight requests finish, every partition is
-flushed, and a clean-shutdown marker lets the next start skip recovery.
+and SIGINT stop it gracefully: responses already computed are sent, every
+partition is flushed, and a clean-shutdown marker lets the next start skip recovery.
 """
 
 from __future__ import annotations

@@ -99,12 +99,20 @@ class EventLoop:
 
     def _run_due(self) -> None:
         while self._calls:
-            self._calls.popleft()()
+            self._guarded(self._calls.popleft())
         now = time.monotonic()
         while self._timers and self._timers[0][0] <= now:
             _, _, timer = heapq.heappop(self._timers)
             if not timer.cancelled:
-                timer.callback()
+                self._guarded(timer.callback)
+
+    @staticmethod
+    def _guarded(callback: Callable[[], None]) -> None:
+        """Run a callback; a bug in one must not stop the loop that serves everyone."""
+        try:
+            callback()
+        except Exception:
+            log.exception("loop.callback_failed", callback=getattr(callback, "__qualname__", repr(callback)))
 
     def _drain_wakeups(self) -> None:
         try:
@@ -231,8 +239,12 @@ class BrokerServer(EventLoop):
                 log.warning("broker.bad_frame", peer=str(conn.addr), error=str(exc))
                 self.close_connection(conn)
                 continue
-            except OSError as exc:
+            except OSError as exc:  # the peer went away, or a slice's file was cut short
                 log.info("broker.connection_broken", peer=str(conn.addr), error=str(exc))
+                self.close_connection(conn)
+                continue
+            except Exception:  # a handler bug costs this connection only
+                log.exception("broker.handler_failed", peer=str(conn.addr))
                 self.close_connection(conn)
                 continue
             self._watch(conn, want_write=not done)

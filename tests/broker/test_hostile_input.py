@@ -91,3 +91,24 @@ def test_many_idle_connections_and_active_ones(broker) -> None:
         s.close()
     for c in active:
         c.close()
+
+
+def test_a_failing_handler_costs_one_connection(broker) -> None:
+    """An unexpected exception in a handler closes that connection; the broker keeps serving."""
+    handlers = broker.broker.handlers
+    original = handlers._table[rq.RequestType.METADATA]
+
+    def broken(conn, request):
+        raise RuntimeError("simulated handler bug")
+
+    handlers._table[rq.RequestType.METADATA] = broken
+    try:
+        victim = RawClient(broker.host, broker.port)
+        victim.send(rq.encode_metadata())
+        assert victim.is_closed_by_peer()
+        victim.close()
+    finally:
+        handlers._table[rq.RequestType.METADATA] = original
+    ok = RawClient(broker.host, broker.port)
+    assert rq.decode_metadata_response(ok.request(rq.encode_metadata()))[0] == 0
+    ok.close()
