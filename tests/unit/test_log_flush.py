@@ -13,19 +13,6 @@ from rill.client.errors import StorageError
 from rill.client.protocol.messages import encode_message_set
 
 
-class FakeClock:
-    def __init__(self, now: float = 1_700_000_000.0) -> None:
-        self.now = now
-
-    def time(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def clock():
-    return FakeClock()
-
-
 @pytest.fixture
 def log(tmp_path, clock):
     log = Log.open(str(tmp_path), "t", 0, LogConfig(flush_interval_messages=10, flush_interval_ms=1000), clock)

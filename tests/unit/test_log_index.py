@@ -14,19 +14,6 @@ from rill.broker.log.index import ENTRY_SIZE, SegmentIndex, pack_entries, unpack
 from rill.client.protocol.messages import encode_message_set
 
 
-class FakeClock:
-    def __init__(self, now: float = 1_700_000_000.0) -> None:
-        self.now = now
-
-    def time(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def clock():
-    return FakeClock()
-
-
 def _reopen_clean(tmp_path, config: LogConfig) -> Log:
     return Log.open(str(tmp_path), "t", 0, config, clean=True)
 

@@ -6,25 +6,14 @@ import os
 
 import pytest
 
+from tests.unit.conftest import FakeClock
+
 from rill.broker.log import Log, LogConfig, LogManager
 from rill.broker.log.retention import apply_retention
 from rill.client.errors import OffsetOutOfRange
 from rill.client.protocol.messages import decode_message_set, encode_message_set
 
 DAY_MS = 24 * 3600 * 1000
-
-
-class FakeClock:
-    def __init__(self, now: float = 1_700_000_000.0) -> None:
-        self.now = now
-
-    def time(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def clock():
-    return FakeClock()
 
 
 def _fill(log: Log, clock: FakeClock, segments: int, step_s: float = 0.0) -> None:
