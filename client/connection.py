@@ -63,7 +63,6 @@ class BrokerConnection:
         except OSError as exc:
             raise ConnectionClosed(f"cannot connect to broker {host}:{port}: {_reason(exc)}") from exc
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        log.debug("connection.open", host=host, port=port)
 
     def __repr__(self) -> str:
         state = "open" if self._sock is not None else "closed"

@@ -73,7 +73,7 @@ class _Client:
         self.max_response_size = max_response_size
         self._conn: BrokerConnection | None = None
         self._lock = threading.Lock()
-        self._log = log.bind(broker=f"{host}:{port}")
+        self._broker = f"{host}:{port}"  # log context (not a bound logger: that would pin the config)
 
     def connect(self) -> None:
         """Open the connection now rather than on first use.
@@ -96,18 +96,25 @@ class _Client:
             try:
                 return conn.request(frame, timeout)
             except ConnectionClosed as exc:
-                conn.close()
                 if not retry:
                     raise
-                self._log.info("client.reconnect", reason=str(exc))
-            return self._connection().request(frame, timeout)
+                log.info("client.reconnect", broker=self._broker, reason=str(exc))
+            except BaseException:  # interrupted mid-request: the response stream position is lost
+                conn.close()
+                raise
+            conn = self._connection()
+            try:
+                return conn.request(frame, timeout)
+            except BaseException:
+                conn.close()
+                raise
 
     def _send(self, frame: bytes) -> None:
         with self._lock:
             conn = self._connection()
             try:
                 conn.send(frame)
-            except ConnectionClosed:
+            except BaseException:  # a partly sent frame would garble the stream
                 conn.close()
                 raise
 
@@ -235,10 +242,10 @@ class SimpleConsumer(_Client):
         if needed > self.fetch_size_limit or size >= self.fetch_size_limit:
             raise InvalidFetchSize(
                 f"{topic}-{partition}: the message at offset {offset} needs a fetch size of at least "
-                f"{needed if len(data) >= 4 else size + 1} bytes, over the limit of {self.fetch_size_limit}")
+                f"{needed} bytes, over the limit of {self.fetch_size_limit}")
         new_size = min(max(2 * size, needed), self.fetch_size_limit)
-        self._log.warning("fetch.size_too_small", topic=topic, partition=partition, offset=offset,
-                          fetch_size=size, new_fetch_size=new_size)
+        log.warning("fetch.size_too_small", broker=self._broker, topic=topic, partition=partition, offset=offset,
+                    fetch_size=size, new_fetch_size=new_size)
         return new_size
 
     # ---------------------------------------------------------------- offsets and topics
@@ -389,6 +396,21 @@ class SimpleProducer(_Client):
         produces = [rq.ProduceRequest(validate_topic(topic), partition, encode_message_set(payloads, self.codec))
                     for (topic, partition), payloads in batches.items()]
         self._send(rq.encode_multiproduce(produces))
+
+    def flush(self) -> None:
+        """Wait until the broker has handled every fire-and-forget request sent so far.
+
+        A broker handles one connection's requests in order and answers in order, so
+        the answer to a small METADATA request sent after them arrives only once they
+        have been handled. It does not tell whether they succeeded (0.7's PRODUCE has
+        no answer). No-op when nothing was sent.
+
+        Raises:
+            ConnectionClosed: the connection broke (earlier requests may be lost).
+        """
+        if self._conn is None:
+            return
+        self._request(rq.encode_metadata(["."]), retry=False)
 
 
 def _error(code: int, context: str) -> BrokerError:

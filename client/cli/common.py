@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import shlex
 import sys
-from collections.abc import Sequence
-from typing import TextIO
+from collections.abc import Iterator, MutableMapping, Sequence
+from contextlib import contextmanager
+from typing import Any, TextIO
+
+import structlog
 
 from rill.client.connection import parse_address
-from rill.client.errors import ConnectionClosed, UnknownTopic
 from rill.client.topics import MAX_TOPIC_LENGTH, is_valid_topic
 
 DEFAULT_BROKER = "localhost:9092"
@@ -83,13 +86,9 @@ def add_broker_arguments(parser: argparse.ArgumentParser) -> None:
                         help="socket timeout for connecting and for each response (default: 30)")
 
 
-def unknown_topic(topic: str, exc: UnknownTopic | None = None) -> CliError:
+def unknown_topic(topic: str) -> CliError:
     return CliError(f"topic {topic!r} does not exist (create it with: rill topics create --topic {topic} "
                     f"--partitions N)")
-
-
-def connection_error(broker: tuple[str, int], exc: ConnectionClosed) -> CliError:
-    return CliError(str(exc) if str(exc) else f"cannot reach broker {broker[0]}:{broker[1]}")
 
 
 def command_line(argv: Sequence[str]) -> str:
@@ -100,3 +99,43 @@ def command_line(argv: Sequence[str]) -> str:
 def info(message: str, stream: TextIO | None = None) -> None:
     """A status line on stderr (stdout carries data)."""
     print(message, file=stream or sys.stderr)
+
+
+_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "msg": logging.INFO, "warning": logging.WARNING,
+           "warn": logging.WARNING, "error": logging.ERROR, "exception": logging.ERROR,
+           "critical": logging.CRITICAL, "fatal": logging.CRITICAL}
+
+
+def _stderr_logger(*args: Any) -> structlog.PrintLogger:
+    return structlog.PrintLogger(sys.stderr)  # looked up per logger: stderr may be replaced (tests)
+
+
+@contextmanager
+def cli_logging(verbosity: int) -> Iterator[None]:
+    """Send structlog events to stderr (stdout carries data) while the command runs.
+
+    Warnings and errors only by default; ``-v`` adds info, ``-vv`` debug. The previous
+    structlog configuration is restored afterwards, so calling ``main()`` in-process
+    (tests) leaves global logging as it was.
+    """
+    threshold = {0: logging.WARNING, 1: logging.INFO}.get(verbosity, logging.DEBUG)
+
+    def drop_below_threshold(logger: Any, method_name: str,
+                             event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+        if _LEVELS.get(method_name, logging.INFO) < threshold:
+            raise structlog.DropEvent
+        return event_dict
+
+    was_configured = structlog.is_configured()
+    saved = structlog.get_config()
+    structlog.configure(
+        processors=[drop_below_threshold, structlog.processors.add_log_level,
+                    structlog.processors.TimeStamper(fmt="iso"), structlog.dev.ConsoleRenderer(colors=False)],
+        logger_factory=_stderr_logger, cache_logger_on_first_use=False)
+    try:
+        yield
+    finally:
+        if was_configured:
+            structlog.configure(**saved)
+        else:
+            structlog.reset_defaults()

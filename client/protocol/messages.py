@@ -14,7 +14,7 @@ is followed by the one at ``o + 4 + length``.
 
 Validation (:func:`scan`) and decoding (:func:`decode_message_set`) run in a C
 accelerator when it is built and in Python otherwise; the two agree byte for byte
-(tests/unit/test_speedups.py).
+(tests/unit/test_codec.py).
 """
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ def _py_scan(buf: bytes | bytearray | memoryview, max_message_size: int,
 def _py_find_valid(buf: bytes | bytearray | memoryview, start: int, max_message_size: int) -> int:
     """Return the first position >= start where a whole valid message begins, or -1."""
     mv = memoryview(buf)
-    for pos in range(start, len(mv) - 3):
+    for pos in range(max(start, 0), len(mv) - 3):
         result = _py_scan(mv[pos:], max_message_size)
         if result.count:
             return pos
