@@ -16,6 +16,7 @@ import os
 import socket
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import structlog
@@ -49,8 +50,7 @@ class Slot:
         self.parts = parts
 
 
-class Handler(Protocol):
-    def __call__(self, conn: Connection, body: memoryview) -> Slot | None: ...
+Handler = Callable[["Connection", memoryview], "Slot | None"]
 
 
 class Connection:

@@ -209,7 +209,8 @@ class BrokerServer(EventLoop):
             conn.events = selectors.EVENT_READ
 
     def _on_readable(self, conn: Connection) -> None:
-        assert self.handle is not None
+        if self.handle is None:
+            raise RuntimeError("BrokerServer.handle is not set")
         try:
             alive = conn.read(self.handle)
         except DecodeError as exc:
@@ -232,7 +233,7 @@ class BrokerServer(EventLoop):
                 continue
             try:
                 done = conn.flush()
-                if done and conn.accepting_requests() and conn.decoder.pending_bytes():
+                if done and conn.accepting_requests() and conn.decoder.pending_bytes() and self.handle:
                     conn.process_frames(self.handle)  # frames buffered while reading was paused
                     done = conn.flush()
             except DecodeError as exc:

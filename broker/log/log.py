@@ -73,7 +73,7 @@ class AppendInfo(NamedTuple):
 
     first_offset: int
     next_offset: int
-    count: int  # type: ignore[assignment]  # shadows tuple.count, as ScanResult does
+    count: int  # type: ignore[assignment]  # shadows tuple.count
 
 
 class Log:
@@ -202,11 +202,11 @@ class Log:
         first = self._end_offset
         self._end_offset = end = segment.base_offset + segment.size
         self._last_append_ms = now_ms
-        self._appended_messages += result.count
+        self._appended_messages += result.message_count
         if (self._appended_messages - self._flushed_messages >= self.config.flush_interval_messages
                 and self.flush_signal is not None):
             self.flush_signal()
-        return AppendInfo(first, end, result.count)
+        return AppendInfo(first, end, result.message_count)
 
     def _should_roll(self, segment: Segment, size: int, now_ms: int) -> bool:
         if not segment.size:

@@ -377,7 +377,7 @@ def crcmod_function() -> tuple[Callable[[bytes], int], bool]:
     and whether crcmod's C extension is in use."""
     import importlib
 
-    import crcmod.predefined  # type: ignore[import-untyped]
+    import crcmod.predefined
 
     func = crcmod.predefined.mkCrcFun("crc-32")
     return func, bool(getattr(importlib.import_module("crcmod.crcmod"), "_usingExtension", False))

@@ -85,13 +85,13 @@ SCAN_ERROR_NAMES = {
 class ScanResult(NamedTuple):
     """What :func:`scan` found.
 
-    ``count`` whole valid messages span ``valid_bytes`` from the start. ``error`` is
+    ``message_count`` whole valid messages span ``valid_bytes`` from the start. ``error`` is
     ``SCAN_OK`` or the reason the message at ``valid_bytes`` is invalid. ``marks``
     lists the positions of message boundaries chosen for a sparse index (see
     :func:`scan`), in increasing order.
     """
 
-    count: int
+    message_count: int
     valid_bytes: int
     error: int
     marks: list[int]
@@ -141,7 +141,7 @@ def _py_find_valid(buf: bytes | bytearray | memoryview, start: int, max_message_
     mv = memoryview(buf)
     for pos in range(max(start, 0), len(mv) - 3):
         result = _py_scan(mv[pos:], max_message_size)
-        if result.count:
+        if result.message_count:
             return pos
     return -1
 
@@ -271,11 +271,13 @@ def _decode_compressed(message: memoryview, topic: str, partition: int, offset: 
         raise CorruptMessageError(
             f"{topic}-{partition}: message at offset {offset}: compressed messages nested more than "
             f"{MAX_COMPRESSION_DEPTH} deep")
+    inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)  # gzip framing
     try:
-        with gzip.GzipFile(fileobj=_BytesReader(message[10:])) as stream:
-            inner = stream.read(MAX_DECOMPRESSED_SIZE + 1)
-    except (OSError, EOFError, zlib.error) as exc:
+        inner = inflater.decompress(message[10:], MAX_DECOMPRESSED_SIZE + 1)
+    except zlib.error as exc:
         raise CorruptMessageError(f"{topic}-{partition}: message at offset {offset}: bad gzip data") from exc
+    if not inflater.eof and len(inner) <= MAX_DECOMPRESSED_SIZE:
+        raise CorruptMessageError(f"{topic}-{partition}: message at offset {offset}: truncated gzip data")
     if len(inner) > MAX_DECOMPRESSED_SIZE:
         raise CorruptMessageError(
             f"{topic}-{partition}: message at offset {offset}: decompresses to more than {MAX_DECOMPRESSED_SIZE} bytes")
@@ -285,20 +287,6 @@ def _decode_compressed(message: memoryview, topic: str, partition: int, offset: 
     last = len(values) - 1
     return [Message(topic, partition, offset, end if i == last else offset, m.value, m.key)
             for i, m in enumerate(values)]
-
-
-class _BytesReader:
-    """A minimal read-only file over a memoryview, for gzip.GzipFile."""
-
-    def __init__(self, data: memoryview) -> None:
-        self._data = data
-        self._pos = 0
-
-    def read(self, n: int = -1) -> bytes:
-        stop = len(self._data) if n < 0 else min(len(self._data), self._pos + n)
-        chunk = bytes(self._data[self._pos:stop])
-        self._pos = stop
-        return chunk
 
 
 def encode_message(payload: bytes, magic: int = MAGIC_V1, attributes: int = 0) -> bytes:

@@ -203,7 +203,7 @@ def _frame(kind: int, body: bytes) -> bytes:
     return INT32.pack(2 + len(body)) + INT16.pack(kind) + body
 
 
-def _produce_body(topic: str, partition: int, messages: bytes) -> bytes:
+def _produce_body(topic: str, partition: int, messages: bytes | memoryview) -> bytes:
     return string16(topic) + INT32.pack(partition) + INT32.pack(len(messages)) + bytes(messages)
 
 
