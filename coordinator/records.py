@@ -1,0 +1,95 @@
+"""Records: the only way coordinator state changes, live and at start-up.
+
+A handler validates a request against the current state and returns a response plus
+records; ``GroupCoordinator.replay(record)`` applies a record. The offset store
+appends records to the coordinator's internal log (one message per record, JSON
+payload) and replays them at start-up. Every record *sets* state (never adds to
+it), so replaying a compacted copy of the state after older records gives the same
+state: that is how the store compacts its log.
+
+Encoding: ``encode(record) -> bytes`` and ``decode(bytes) -> Record`` (JSON with a
+``"type"`` field; unknown types raise ValueError).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any, Union
+
+
+@dataclass(frozen=True, slots=True)
+class GroupCreated:
+    """A group exists with these settings (created, or re-stated by compaction)."""
+
+    group: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    topics: tuple[str, ...]
+    strategy: str
+    ephemeral: bool
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDeleted:
+    """The group and its committed offsets are gone."""
+
+    group: str
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationStarted:
+    """A rebalance completed: the group's generation and who owns what.
+
+    ``assignment`` maps consumer id to its (topic, partition) list. Persisted so that
+    generations keep increasing across restarts (a zombie's old generation is never
+    reused) and so that lag tools can show the last assignment.
+    """
+
+    group: str
+    generation: int
+    assignment: dict[str, tuple[tuple[str, int], ...]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetsCommitted:
+    """Committed offsets of a group: (topic, partition, offset) triples.
+
+    ``rewind`` marks offsets set by RewindConsumer (the only way a committed offset
+    may move backwards outside its owner's own commits).
+    """
+
+    group: str
+    offsets: tuple[tuple[str, int, int], ...]
+    rewind: bool = False
+
+
+Record = Union[GroupCreated, GroupDeleted, GenerationStarted, OffsetsCommitted]
+
+_TYPES: dict[str, type] = {cls.__name__: cls for cls in (GroupCreated, GroupDeleted, GenerationStarted, OffsetsCommitted)}
+
+
+def encode(record: Record) -> bytes:
+    body = asdict(record)
+    body["type"] = type(record).__name__
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+def _tuples(value: Any) -> Any:
+    if isinstance(value, list):
+        return tuple(_tuples(v) for v in value)
+    return value
+
+
+def decode(data: bytes) -> Record:
+    """Decode one record; raises ValueError for anything that is not a known record."""
+    try:
+        body = json.loads(data)
+        cls = _TYPES[body.pop("type")]
+        if cls is GenerationStarted:
+            body["assignment"] = {k: _tuples(v) for k, v in body["assignment"].items()}
+        else:
+            body = {k: _tuples(v) for k, v in body.items()}
+        return cls(**body)  # type: ignore[no-any-return]
+    except (KeyError, TypeError, AttributeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"not a coordinator record: {data[:80]!r}") from exc

@@ -1,0 +1,162 @@
+from rill.v1 import coordinator_pb2 as _coordinator_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class CreateTopicRequest(_message.Message):
+    __slots__ = ("topic", "partitions")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partitions: int
+    def __init__(self, topic: _Optional[str] = ..., partitions: _Optional[int] = ...) -> None: ...
+
+class CreateTopicResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "topic")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    error_code: _coordinator_pb2.ErrorCode
+    error_message: str
+    topic: TopicDescription
+    def __init__(self, error_code: _Optional[_Union[_coordinator_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., topic: _Optional[_Union[TopicDescription, _Mapping]] = ...) -> None: ...
+
+class ListTopicsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListTopicsResponse(_message.Message):
+    __slots__ = ("topics",)
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[TopicDescription]
+    def __init__(self, topics: _Optional[_Iterable[_Union[TopicDescription, _Mapping]]] = ...) -> None: ...
+
+class DescribeTopicsRequest(_message.Message):
+    __slots__ = ("topics",)
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, topics: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class PartitionDescription(_message.Message):
+    __slots__ = ("partition", "start_offset", "end_offset", "size_bytes", "leader")
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    LEADER_FIELD_NUMBER: _ClassVar[int]
+    partition: int
+    start_offset: int
+    end_offset: int
+    size_bytes: int
+    leader: int
+    def __init__(self, partition: _Optional[int] = ..., start_offset: _Optional[int] = ..., end_offset: _Optional[int] = ..., size_bytes: _Optional[int] = ..., leader: _Optional[int] = ...) -> None: ...
+
+class TopicDescription(_message.Message):
+    __slots__ = ("topic", "partition_count", "partitions", "error_code")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_COUNT_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition_count: int
+    partitions: _containers.RepeatedCompositeFieldContainer[PartitionDescription]
+    error_code: _coordinator_pb2.ErrorCode
+    def __init__(self, topic: _Optional[str] = ..., partition_count: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[PartitionDescription, _Mapping]]] = ..., error_code: _Optional[_Union[_coordinator_pb2.ErrorCode, str]] = ...) -> None: ...
+
+class DescribeTopicsResponse(_message.Message):
+    __slots__ = ("topics",)
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[TopicDescription]
+    def __init__(self, topics: _Optional[_Iterable[_Union[TopicDescription, _Mapping]]] = ...) -> None: ...
+
+class DescribeClusterRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GroupCoordinatorAssignment(_message.Message):
+    __slots__ = ("consumer_group", "coordinator_broker_id")
+    CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    COORDINATOR_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    consumer_group: str
+    coordinator_broker_id: int
+    def __init__(self, consumer_group: _Optional[str] = ..., coordinator_broker_id: _Optional[int] = ...) -> None: ...
+
+class DescribeClusterResponse(_message.Message):
+    __slots__ = ("brokers", "controller_broker_id", "coordinators")
+    BROKERS_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    COORDINATORS_FIELD_NUMBER: _ClassVar[int]
+    brokers: _containers.RepeatedCompositeFieldContainer[_coordinator_pb2.Broker]
+    controller_broker_id: int
+    coordinators: _containers.RepeatedCompositeFieldContainer[GroupCoordinatorAssignment]
+    def __init__(self, brokers: _Optional[_Iterable[_Union[_coordinator_pb2.Broker, _Mapping]]] = ..., controller_broker_id: _Optional[int] = ..., coordinators: _Optional[_Iterable[_Union[GroupCoordinatorAssignment, _Mapping]]] = ...) -> None: ...
+
+class DescribeGroupRequest(_message.Message):
+    __slots__ = ("consumer_group",)
+    CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    consumer_group: str
+    def __init__(self, consumer_group: _Optional[str] = ...) -> None: ...
+
+class MemberDescription(_message.Message):
+    __slots__ = ("consumer_id", "client_id", "assignment", "static_partitions", "topics", "last_heartbeat_ms")
+    CONSUMER_ID_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
+    STATIC_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    LAST_HEARTBEAT_MS_FIELD_NUMBER: _ClassVar[int]
+    consumer_id: str
+    client_id: str
+    assignment: _containers.RepeatedCompositeFieldContainer[_coordinator_pb2.TopicPartition]
+    static_partitions: _containers.RepeatedCompositeFieldContainer[_coordinator_pb2.TopicPartition]
+    topics: _containers.RepeatedScalarFieldContainer[str]
+    last_heartbeat_ms: int
+    def __init__(self, consumer_id: _Optional[str] = ..., client_id: _Optional[str] = ..., assignment: _Optional[_Iterable[_Union[_coordinator_pb2.TopicPartition, _Mapping]]] = ..., static_partitions: _Optional[_Iterable[_Union[_coordinator_pb2.TopicPartition, _Mapping]]] = ..., topics: _Optional[_Iterable[str]] = ..., last_heartbeat_ms: _Optional[int] = ...) -> None: ...
+
+class PartitionLag(_message.Message):
+    __slots__ = ("topic", "partition", "committed_offset", "end_offset", "lag_bytes", "lag_seconds", "owner")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    COMMITTED_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LAG_BYTES_FIELD_NUMBER: _ClassVar[int]
+    LAG_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    committed_offset: int
+    end_offset: int
+    lag_bytes: int
+    lag_seconds: float
+    owner: str
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., committed_offset: _Optional[int] = ..., end_offset: _Optional[int] = ..., lag_bytes: _Optional[int] = ..., lag_seconds: _Optional[float] = ..., owner: _Optional[str] = ...) -> None: ...
+
+class DescribeGroupResponse(_message.Message):
+    __slots__ = ("error_code", "consumer_group", "state", "generation", "assignment_strategy", "ephemeral", "session_timeout", "topics", "members", "partitions", "coordinator")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNMENT_STRATEGY_FIELD_NUMBER: _ClassVar[int]
+    EPHEMERAL_FIELD_NUMBER: _ClassVar[int]
+    SESSION_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    COORDINATOR_FIELD_NUMBER: _ClassVar[int]
+    error_code: _coordinator_pb2.ErrorCode
+    consumer_group: str
+    state: str
+    generation: int
+    assignment_strategy: str
+    ephemeral: bool
+    session_timeout: int
+    topics: _containers.RepeatedScalarFieldContainer[str]
+    members: _containers.RepeatedCompositeFieldContainer[MemberDescription]
+    partitions: _containers.RepeatedCompositeFieldContainer[PartitionLag]
+    coordinator: _coordinator_pb2.Broker
+    def __init__(self, error_code: _Optional[_Union[_coordinator_pb2.ErrorCode, str]] = ..., consumer_group: _Optional[str] = ..., state: _Optional[str] = ..., generation: _Optional[int] = ..., assignment_strategy: _Optional[str] = ..., ephemeral: _Optional[bool] = ..., session_timeout: _Optional[int] = ..., topics: _Optional[_Iterable[str]] = ..., members: _Optional[_Iterable[_Union[MemberDescription, _Mapping]]] = ..., partitions: _Optional[_Iterable[_Union[PartitionLag, _Mapping]]] = ..., coordinator: _Optional[_Union[_coordinator_pb2.Broker, _Mapping]] = ...) -> None: ...
