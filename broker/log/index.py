@@ -154,6 +154,11 @@ class SegmentIndex:
         i = bisect_right(self.positions, position) - 1
         return self.positions[i] if i >= 0 else 0
 
+    def time_at(self, position: int) -> int | None:
+        """Append time (ms) of the indexed boundary at or before ``position`` (None when none)."""
+        i = bisect_right(self.positions, position) - 1
+        return self.times[i] if i >= 0 else None
+
     def count_before(self, time_ms: int) -> int:
         """How many entries were appended strictly before ``time_ms``."""
         return bisect_left(self.times, time_ms)

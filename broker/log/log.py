@@ -284,6 +284,18 @@ class Log:
             raise InvalidOffset(f"{self.topic}-{self.partition}: offset {offset} is not a message boundary")
         return FileSlice(segment.file, offset - segment.base_offset, 0, offset, offset)
 
+    def append_time_ms(self, offset: int) -> int | None:
+        """When the message at ``offset`` was appended, to one index interval (ms since the epoch).
+
+        The time of the indexed boundary at or before it, so never later than the real
+        time. None at or past the log end, or before the log start.
+        """
+        view = self._view
+        if offset >= self._end_offset or offset < view.start_offset:
+            return None
+        segment = view.find(offset)
+        return segment.index.time_at(offset - segment.base_offset)
+
     # -- offsets before a time ---------------------------------------------------------------
 
     def offsets_before(self, time_ms: int, max_number: int) -> list[int]:

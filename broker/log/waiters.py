@@ -42,9 +42,13 @@ class FlushWaiters:
         self._call(callback, on_error, error)
 
     def advance(self, flushed_offset: int) -> None:
-        """Record a new flushed offset and run the callbacks it satisfies."""
+        """Record a new flushed offset and run the callbacks it satisfies.
+
+        Concurrent flushes may report out of order: the flushed offset only ever grows.
+        """
         ready = []
         with self._lock:
+            flushed_offset = max(flushed_offset, self.flushed_offset)
             self.flushed_offset = flushed_offset
             while self._heap and self._heap[0][0] <= flushed_offset:
                 ready.append(heapq.heappop(self._heap))

@@ -196,3 +196,15 @@ def test_offsets_before_spans_segments(tmp_path, clock):
     bases = [s.base_offset for s in log.segments]
     assert log.offsets_before(int(clock.now * 1000), 100) == [log.end_offset] + bases[::-1]
     log.close()
+
+
+def test_append_time_of_an_offset_comes_from_the_time_index(tmp_path, clock) -> None:
+    """Log.append_time_ms gives the index time at or before the offset, None at the end."""
+    log = Log.open(str(tmp_path), "t", 0, LogConfig(index_interval_bytes=64), clock)
+    first = log.append(encode_message_set([b"a" * 100]))
+    clock.now += 5
+    second = log.append(encode_message_set([b"b" * 100]))
+    assert log.append_time_ms(first.first_offset) == int((clock.now - 5) * 1000)
+    assert log.append_time_ms(second.first_offset) == int(clock.now * 1000)
+    assert log.append_time_ms(second.next_offset) is None
+    log.close()
