@@ -14,7 +14,7 @@ Encoding: ``encode(record) -> bytes`` and ``decode(bytes) -> Record`` (JSON with
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Union
 
 
@@ -69,10 +69,16 @@ Record = Union[GroupCreated, GroupDeleted, GenerationStarted, OffsetsCommitted]
 _TYPES: dict[str, type] = {cls.__name__: cls for cls in (GroupCreated, GroupDeleted, GenerationStarted, OffsetsCommitted)}
 
 
+_FIELDS: dict[type, tuple[str, ...]] = {cls: tuple(f.name for f in fields(cls)) for cls in _TYPES.values()}
+_ENCODER = json.JSONEncoder(separators=(",", ":"))
+
+
 def encode(record: Record) -> bytes:
-    body = asdict(record)
-    body["type"] = type(record).__name__
-    return json.dumps(body, separators=(",", ":")).encode()
+    """JSON of the record's fields plus its type (tuples become lists; no deep copy)."""
+    cls = type(record)
+    body: dict[str, Any] = {name: getattr(record, name) for name in _FIELDS[cls]}
+    body["type"] = cls.__name__
+    return _ENCODER.encode(body).encode()
 
 
 def _tuples(value: Any) -> Any:

@@ -1,0 +1,48 @@
+"""FakeClock/FakeTimer (advance runs due callbacks) and the one-thread ThreadTimer."""
+
+from __future__ import annotations
+
+import threading
+
+from rill.coordinator.clock import FakeClock, FakeTimer, ThreadTimer
+
+
+def test_fake_timer_runs_due_callbacks_in_order_at_their_time() -> None:
+    """advance() runs each due callback at its own due time, in order, and not the later ones."""
+    clock = FakeClock(100.0)
+    timer = FakeTimer(clock)
+    seen: list[tuple[str, float]] = []
+    timer.schedule(2, lambda: seen.append(("b", clock.time())))
+    timer.schedule(1, lambda: seen.append(("a", clock.time())))
+    timer.schedule(5, lambda: seen.append(("c", clock.time())))
+    clock.advance(3)
+    assert seen == [("a", 101.0), ("b", 102.0)] and clock.time() == 103.0
+    assert timer.pending() == 1
+
+
+def test_fake_timer_runs_callbacks_scheduled_by_callbacks() -> None:
+    """A callback that schedules another within the advanced span sees it run too; cancelled ones never run."""
+    timer = FakeTimer()
+    seen: list[str] = []
+    timer.schedule(1, lambda: timer.schedule(1, lambda: seen.append("second")))
+    timer.schedule(1, lambda: seen.append("cancelled")).cancel()
+    timer.advance(2)
+    assert seen == ["second"]
+
+
+def test_thread_timer_runs_and_cancels_on_one_thread() -> None:
+    """ThreadTimer runs callbacks after their delay on its thread, skips cancelled ones, and stops."""
+    timer = ThreadTimer()
+    ran = threading.Event()
+    threads: list[str] = []
+    def record() -> None:
+        threads.append(threading.current_thread().name)
+        ran.set()
+
+    skipped = timer.schedule(0.01, lambda: threads.append("cancelled"))
+    skipped.cancel()
+    timer.schedule(0.02, record)
+    assert ran.wait(5)
+    timer.stop()
+    assert threads == ["rill-coordinator-timer"]
+    assert timer.clock.time() > 1e9
