@@ -4,7 +4,8 @@ This is the one place those parts meet (DESIGN.md). ``Broker(config)`` opens the
 logs (running recovery after an unclean shutdown), binds the listener and starts
 the flusher; ``serve_forever()`` runs the event loop on the calling thread;
 ``stop()`` (any thread, or a signal handler) ends it; ``close()`` flushes every
-partition and writes the clean-shutdown marker.
+partition and writes the clean-shutdown marker. The broker also hosts the group
+coordinator and admin services over gRPC (rill.broker.coordination).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import structlog
 
 from rill.broker.config import BrokerConfig
+from rill.broker.coordination import CoordinatorHost
 from rill.broker.handlers import RequestHandlers
 from rill.broker.log.flusher import Flusher
 from rill.broker.log.manager import LogManager
@@ -35,10 +37,18 @@ class Broker:
         except OSError:
             self.logs.close()
             raise
+        try:
+            self.coordination = CoordinatorHost(config, self.logs, self.server.port)
+            self.grpc_port = self.coordination.start()
+        except BaseException:
+            self.server.close()
+            self.logs.close()
+            raise
         self.flusher = Flusher(self.logs)
         self.handlers = RequestHandlers(
             self.server, self.logs, self.flusher,
-            auto_create=config["auto.create.topics.enable"], max_wait_ms=config["fetch.max.wait.ms"])
+            auto_create=config["auto.create.topics.enable"], max_wait_ms=config["fetch.max.wait.ms"],
+            on_topics_changed=self.coordination.on_topics_changed)
         self.server.handle = self.handlers
         self._closed = False
 
@@ -49,7 +59,7 @@ class Broker:
     def serve_forever(self) -> None:
         self.flusher.start()
         log.info("broker.ready", broker_id=self.config["broker.id"], host=self.server.host, port=self.port,
-                 log_dir=str(self.config["log.dir"]), topics=len(self.logs.topics()))
+                 grpc_port=self.grpc_port, log_dir=str(self.config["log.dir"]), topics=len(self.logs.topics()))
         self.server.serve_forever()
 
     def stop(self) -> None:
@@ -60,6 +70,7 @@ class Broker:
         if self._closed:
             return
         self._closed = True
+        self.coordination.close()
         self.flusher.stop()
         self.logs.close()
         log.info("broker.stopped", broker_id=self.config["broker.id"])

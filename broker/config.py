@@ -50,6 +50,15 @@ KEYS: tuple[Key, ...] = (
     Key("max.connections", int, 10_000, "Connections beyond this are closed on accept."),
     Key("connections.max.idle.ms", int, 600_000, "Close connections idle for this long."),
     Key("fetch.max.wait.ms", int, 30_000, "Upper bound on a long-poll fetch's max_wait_ms."),
+    Key("grpc.port", int, 9093, "gRPC port of the group coordinator and admin services; 0 picks a free port."),
+    Key("grpc.max.workers", int, 256,
+        "Threads serving gRPC calls (a RegisterConsumer holds one while its rebalance completes)."),
+    Key("group.min.session.timeout.ms", int, 6000, "Smallest session timeout a group or consumer may ask for."),
+    Key("group.max.session.timeout.ms", int, 300_000, "Largest session timeout a group or consumer may ask for."),
+    Key("group.max.size", int, 1000, "Most members one group may have."),
+    Key("offsets.segment.bytes", int, 1024 * 1024,
+        "Segment size of the coordinator's internal log (smaller segments: faster start-up replay)."),
+    Key("offsets.commit.timeout.ms", int, 5000, "How long a commit may wait for the offsets log to be fsynced."),
     Key("zookeeper.connect", str, "", "ZooKeeper connect string host:port[,host:port][/chroot]; empty runs standalone."),
 )
 KEYS_BY_NAME = {k.name: k for k in KEYS}

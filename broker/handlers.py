@@ -31,12 +31,13 @@ class RequestHandlers:
     """Serves every request type against a LogManager."""
 
     def __init__(self, server: Any, logs: Any, flusher: Any, *, auto_create: bool = True,
-                 max_wait_ms: int = 30_000) -> None:
+                 max_wait_ms: int = 30_000, on_topics_changed: Callable[[], None] | None = None) -> None:
         self.server = server
         self.logs = logs
         self.flusher = flusher
         self.auto_create = auto_create
         self.max_wait_ms = max_wait_ms
+        self.on_topics_changed = on_topics_changed or (lambda: None)
         self.delayed = DelayedFetches(server, self.read)
         self._round_robin: dict[str, itertools.count[int]] = {}
         self._table: dict[int, Callable[[Connection, Any], Slot | None]] = {
@@ -81,7 +82,7 @@ class RequestHandlers:
     def _partition_count(self, topic: str) -> int:
         count = self.logs.topics().get(topic)
         if count is None:
-            count = self.logs.get_or_create(topic) if self.auto_create else 0
+            count = self._auto_create(topic) if self.auto_create else 0
         if not count:
             raise UnknownTopic(f"unknown topic {topic!r}")
         return int(count)
@@ -90,8 +91,13 @@ class RequestHandlers:
         if topic not in self.logs.topics():
             if not self.auto_create:
                 raise UnknownTopic(f"unknown topic {topic!r} (auto.create.topics.enable is false)")
-            self.logs.get_or_create(topic)
+            self._auto_create(topic)
         return self.logs.get(topic, partition)
+
+    def _auto_create(self, topic: str) -> int:
+        count = int(self.logs.get_or_create(topic))
+        self.on_topics_changed()
+        return count
 
     def produce(self, conn: Connection, req: rq.ProduceRequest) -> None:
         self.append(req)
@@ -176,7 +182,10 @@ class RequestHandlers:
             validate_topic(req.topic)
             if not 1 <= req.partitions <= MAX_PARTITIONS:
                 raise InvalidRequest(f"partitions must be 1..{MAX_PARTITIONS}")
+            existed = req.topic in self.logs.topics()
             self.logs.create_topic(req.topic, req.partitions)
+            if not existed:
+                self.on_topics_changed()
         except BrokerError as exc:
             return Slot([rq.encode_create_topic_response(int(exc.code), self.logs.topics().get(req.topic, 0))])
         return Slot([rq.encode_create_topic_response(0, self.logs.topics()[req.topic])])

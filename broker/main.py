@@ -31,6 +31,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, help="listener port (port; default 9092, 0 = any free port)")
     p.add_argument("--host", help="address to bind (host.name; default 0.0.0.0)")
     p.add_argument("--broker-id", type=int, help="broker id (broker.id)")
+    p.add_argument("--grpc-port", type=int, help="gRPC port of the coordinator and admin services (grpc.port; default 9093)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="any configuration key, e.g. --set log.segment.bytes=1048576 (repeatable)")
     p.add_argument("--truncate-corrupt", action="store_true",
@@ -48,7 +49,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
         if not sep:
             raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
         overrides[key.strip()] = value.strip()
-    for flag, key in (("data_dir", "log.dir"), ("port", "port"), ("host", "host.name"), ("broker_id", "broker.id")):
+    for flag, key in (("data_dir", "log.dir"), ("port", "port"), ("host", "host.name"), ("broker_id", "broker.id"), ("grpc_port", "grpc.port")):
         if getattr(args, flag) is not None:
             overrides[key] = getattr(args, flag)
     if args.truncate_corrupt:
@@ -75,8 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     except StorageError as exc:
         log.error("broker.start_failed", error=str(exc))
         return 1
-    except OSError as exc:
-        log.error("broker.start_failed", error=f"{exc.strerror or exc}", port=config["port"])
+    except (OSError, RuntimeError) as exc:
+        log.error("broker.start_failed", error=str(getattr(exc, "strerror", None) or exc),
+                  port=config["port"], grpc_port=config["grpc.port"])
         return 1
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda signum, frame: broker.stop())

@@ -24,6 +24,11 @@ class RunningBroker:
         self.thread = thread
         self.host = "127.0.0.1"
         self.port = broker.port
+        self.grpc_port = broker.grpc_port
+
+    @property
+    def grpc_address(self) -> str:
+        return f"{self.host}:{self.grpc_port}"
 
     @property
     def address(self) -> str:
@@ -32,7 +37,7 @@ class RunningBroker:
 
 @contextmanager
 def running_broker(data_dir: str | Path, **overrides: Any) -> Iterator[RunningBroker]:
-    settings: dict[str, Any] = {"log.dir": str(data_dir), "port": 0, "host.name": "127.0.0.1"}
+    settings: dict[str, Any] = {"log.dir": str(data_dir), "port": 0, "grpc.port": 0, "host.name": "127.0.0.1"}
     settings.update({k.replace("_", "."): v for k, v in overrides.items()})
     broker = Broker(BrokerConfig.load(None, settings))
     thread = threading.Thread(target=broker.serve_forever, name="rill-broker", daemon=True)

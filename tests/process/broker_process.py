@@ -19,11 +19,12 @@ class BrokerProcess:
         self.extra = extra
         self.proc: subprocess.Popen[bytes] | None = None
         self.port = 0
+        self.grpc_port = 0
         self.log_path = data_dir.parent / f"broker-{time.time_ns()}.log"
 
     def start(self, timeout: float = 30.0) -> BrokerProcess:
         self.log_file = open(self.log_path, "wb")
-        cmd = [sys.executable, "-m", "rill.broker.main", "--data-dir", str(self.data_dir), "--port", "0",
+        cmd = [sys.executable, "-m", "rill.broker.main", "--data-dir", str(self.data_dir), "--port", "0", "--grpc-port", "0",
                "--host", "127.0.0.1", "--log-format", "json", *self.extra]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.log_file)
         deadline = time.monotonic() + timeout
@@ -31,6 +32,7 @@ class BrokerProcess:
             for event in self.events():
                 if event.get("event") == "broker.ready":
                     self.port = int(event["port"])
+                    self.grpc_port = int(event["grpc_port"])
                     return self
             if self.proc.poll() is not None:
                 raise RuntimeError(f"broker exited with {self.proc.returncode}:\n{self.log_path.read_text()}")

@@ -30,6 +30,7 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     REBALANCE_TIMEOUT: _ClassVar[ErrorCode]
     STORAGE_ERROR: _ClassVar[ErrorCode]
     INVALID_REQUEST: _ClassVar[ErrorCode]
+    INVALID_TOPIC: _ClassVar[ErrorCode]
 
 class RewindTarget(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -58,6 +59,7 @@ PARTITION_ALREADY_CLAIMED: ErrorCode
 REBALANCE_TIMEOUT: ErrorCode
 STORAGE_ERROR: ErrorCode
 INVALID_REQUEST: ErrorCode
+INVALID_TOPIC: ErrorCode
 OFFSET: RewindTarget
 EARLIEST: RewindTarget
 LATEST: RewindTarget
@@ -248,18 +250,20 @@ class HeartbeatResponse(_message.Message):
     def __init__(self, controller_generation: _Optional[int] = ..., error_code: _Optional[_Union[ErrorCode, str]] = ...) -> None: ...
 
 class RewindConsumerRequest(_message.Message):
-    __slots__ = ("client_id", "consumer_group", "new_offsets", "target", "timestamp")
+    __slots__ = ("client_id", "consumer_group", "new_offsets", "target", "timestamp", "dry_run")
     CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
     CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
     NEW_OFFSETS_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
     TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
     client_id: str
     consumer_group: str
     new_offsets: _containers.RepeatedCompositeFieldContainer[PartitionOffset]
     target: RewindTarget
     timestamp: int
-    def __init__(self, client_id: _Optional[str] = ..., consumer_group: _Optional[str] = ..., new_offsets: _Optional[_Iterable[_Union[PartitionOffset, _Mapping]]] = ..., target: _Optional[_Union[RewindTarget, str]] = ..., timestamp: _Optional[int] = ...) -> None: ...
+    dry_run: bool
+    def __init__(self, client_id: _Optional[str] = ..., consumer_group: _Optional[str] = ..., new_offsets: _Optional[_Iterable[_Union[PartitionOffset, _Mapping]]] = ..., target: _Optional[_Union[RewindTarget, str]] = ..., timestamp: _Optional[int] = ..., dry_run: _Optional[bool] = ...) -> None: ...
 
 class RewindConsumerResponse(_message.Message):
     __slots__ = ("consumer_group", "actual_offsets", "error_code")

@@ -1,0 +1,102 @@
+"""Hosting the group coordinator in the broker: its internal log, replay, and the gRPC server.
+
+The coordinator keeps its records in a log of the broker's own storage, under
+``<log.dir>/.coordinator/offsets-0`` (a dot-directory, so it is not a topic). The
+log gets its own small segments and no background flushing: the offset store
+fsyncs it before every acknowledgement. At start-up every record is replayed
+into the coordinator; the store's compaction keeps that replay short.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from typing import Any
+
+import structlog
+
+from rill.broker.admin import AdminServicer
+from rill.broker.catalog import LogCatalog
+from rill.broker.config import BrokerConfig
+from rill.broker.log.config import LogConfig
+from rill.broker.log.log import Log
+from rill.broker.log.manager import LogManager
+from rill.coordinator import grpc_server
+from rill.coordinator.clock import ThreadTimer
+from rill.coordinator.coordinator import GroupCoordinator
+from rill.coordinator.offsets_log import OffsetStore
+from rill.coordinator.service import GroupCoordinatorServicer, RecordSink
+from rill.v1 import admin_pb2, admin_pb2_grpc
+from rill.v1 import coordinator_pb2 as pb
+from rill.v1 import coordinator_pb2_grpc as pb_grpc
+
+log = structlog.get_logger(__name__)
+
+COORDINATOR_DIR = ".coordinator"
+OFFSETS_MAX_RECORD_BYTES = 8 * 1024 * 1024  # a compaction snapshot writes one record per group with all its offsets
+
+
+def advertised_host(config: BrokerConfig) -> str:
+    host = config["advertised.host.name"] or config["host.name"]
+    if host in ("", "0.0.0.0", "::"):
+        return socket.gethostname()
+    return str(host)
+
+
+class CoordinatorHost:
+    """Owns the coordinator's log, store, timer and gRPC server for one broker."""
+
+    def __init__(self, config: BrokerConfig, logs: LogManager, data_port: int) -> None:
+        self.config = config
+        self.log_config = LogConfig(segment_bytes=config["offsets.segment.bytes"],
+                                    flush_interval_messages=2**62, flush_interval_ms=2**31 - 1,
+                                    retention_ms=-1, retention_bytes=-1,
+                                    max_message_bytes=OFFSETS_MAX_RECORD_BYTES)
+        self.records_log = Log.open(os.path.join(logs.data_dir, COORDINATOR_DIR), "offsets", 0, self.log_config,
+                                    clean=logs.clean_start, truncate_corrupt=config["log.recovery.truncate.corrupt"])
+        self.store = OffsetStore(self.records_log)
+        self.timer = ThreadTimer()
+        self.broker = pb.Broker(broker_id=config["broker.id"], host=advertised_host(config), port=data_port)
+        self.coordinator = GroupCoordinator(
+            LogCatalog(logs), self.timer.clock, self.timer, self.broker,
+            min_session_timeout_ms=config["group.min.session.timeout.ms"],
+            max_session_timeout_ms=config["group.max.session.timeout.ms"],
+            max_group_size=config["group.max.size"])
+        replayed = 0
+        for record in self.store.replay():
+            self.coordinator.replay(record)
+            replayed += 1
+        log.info("coordinator.loaded", records=replayed, groups=len(self.coordinator.list_groups(
+            pb.ListGroupsRequest())[0].groups_info))
+        self.sink = RecordSink(self.coordinator, self.store)
+        self.coordinator.set_sink(self.sink) if hasattr(self.coordinator, "set_sink") else None
+        self.servicer = GroupCoordinatorServicer(self.coordinator, self.sink,
+                                                 commit_timeout_s=config["offsets.commit.timeout.ms"] / 1000)
+        self.admin = AdminServicer(logs, self.coordinator, self.broker)
+        self.server: Any = None
+        self.health: Any = None
+
+    def start(self) -> int:
+        """Start the gRPC server; returns its port."""
+        address = f"{self.config['host.name']}:{self.config['grpc.port']}"
+        self.server, port, self.health = grpc_server.create_server(address, [
+            grpc_server.Registration(self.servicer, pb_grpc.add_GroupCoordinatorServicer_to_server,
+                                     pb.DESCRIPTOR.services_by_name["GroupCoordinator"].full_name),
+            grpc_server.Registration(self.admin, admin_pb2_grpc.add_AdminServicer_to_server,
+                                     admin_pb2.DESCRIPTOR.services_by_name["Admin"].full_name),
+        ], max_workers=self.config["grpc.max.workers"])
+        self.broker.grpc_port = port
+        return port
+
+    def on_topics_changed(self) -> None:
+        self.coordinator.on_topics_changed()
+
+    def stop(self, grace: float = 5.0) -> None:
+        if self.server is not None:
+            grpc_server.stop(self.server, self.health, grace)
+            self.server = None
+        self.timer.stop()
+
+    def close(self) -> None:
+        self.stop()
+        self.store.close()

@@ -1,0 +1,121 @@
+"""The GroupCoordinator gRPC servicer: a thin adapter over :class:`GroupCoordinator`.
+
+Each call runs the coordinator's handler, persists the records it returns through
+the offset store (durably: an acknowledged commit survives ``kill -9`` and power
+loss), applies them, and answers. Calls about one group are serialized by that
+group's lock, so records reach the log in the order they are applied; calls about
+different groups run concurrently and share fsyncs (the store's group commit).
+
+RegisterConsumer waits, after its records are persisted, for the rebalance it
+started or joined to complete, up to the call's deadline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import grpc
+import structlog
+
+from rill.client.errors import StorageError
+from rill.coordinator.coordinator import GroupCoordinator
+from rill.coordinator.pending import PendingJoin
+from rill.coordinator.records import Record
+from rill.v1 import coordinator_pb2 as pb
+from rill.v1 import coordinator_pb2_grpc as pb_grpc
+
+log = structlog.get_logger(__name__)
+
+R = TypeVar("R")
+DEFAULT_WAIT_S = 300.0  # a RegisterConsumer without a deadline waits at most this long
+
+
+class RecordSink:
+    """Persist-then-apply, the one path by which coordinator state changes."""
+
+    def __init__(self, coordinator: Any, store: Any) -> None:
+        self.coordinator = coordinator
+        self.store = store
+
+    def __call__(self, records: Sequence[Record], timeout: float | None = None) -> None:
+        if not records:
+            return
+        self.store.append(records, timeout)
+        self.coordinator.apply(records)
+        maybe_compact = getattr(self.store, "maybe_compact", None)
+        if maybe_compact is not None:
+            maybe_compact(self.coordinator.snapshot_records)
+
+
+def _remaining(context: grpc.ServicerContext) -> float | None:
+    remaining = context.time_remaining()
+    return remaining if remaining is not None else None
+
+
+class GroupCoordinatorServicer(pb_grpc.GroupCoordinatorServicer):
+    def __init__(self, coordinator: GroupCoordinator, sink: RecordSink, *, commit_timeout_s: float = 5.0) -> None:
+        self.coordinator = coordinator
+        self.sink = sink
+        self.commit_timeout_s = commit_timeout_s
+        self.locks = coordinator.group_locks
+
+    def _handle(self, group: str | list[str], handler: Callable[[Any], tuple[R, list[Record]]], request: Any,
+                context: grpc.ServicerContext, failed: Callable[[pb.ErrorCode], R]) -> R:
+        with self.locks.hold(*([group] if isinstance(group, str) else group)):
+            response, records = handler(request)
+            try:
+                remaining = _remaining(context)
+                self.sink(records, self.commit_timeout_s if remaining is None else min(remaining, self.commit_timeout_s))
+            except (StorageError, TimeoutError) as exc:
+                log.error("coordinator.persist_failed", group=group, error=str(exc))
+                return failed(pb.STORAGE_ERROR)
+        return response
+
+    def CreateGroup(self, request: pb.CreateGroupRequest, context: grpc.ServicerContext) -> pb.CreateGroupResponse:
+        return self._handle(request.consumer_group, self.coordinator.create_group, request, context,
+                            lambda code: pb.CreateGroupResponse(consumer_group=request.consumer_group, error_code=code))
+
+    def DeleteGroup(self, request: pb.DeleteGroupRequest, context: grpc.ServicerContext) -> pb.DeleteGroupResponse:
+        return self._handle(list(request.consumer_group), self.coordinator.delete_group, request, context,
+                            lambda code: pb.DeleteGroupResponse(error_code=code))
+
+    def ListGroups(self, request: pb.ListGroupsRequest, context: grpc.ServicerContext) -> pb.ListGroupsResponse:
+        response, _ = self.coordinator.list_groups(request)
+        return response
+
+    def Heartbeat(self, request: pb.HeartbeatRequest, context: grpc.ServicerContext) -> pb.HeartbeatResponse:
+        return self._handle(request.consumer_group, self.coordinator.heartbeat, request, context,
+                            lambda code: pb.HeartbeatResponse(error_code=code))
+
+    def CommitOffsets(self, request: pb.CommitOffsetsRequest, context: grpc.ServicerContext) -> pb.CommitOffsetsResponse:
+        return self._handle(request.consumer_group, self.coordinator.commit_offsets, request, context,
+                            lambda code: pb.CommitOffsetsResponse(error_code=code))
+
+    def FetchOffsets(self, request: pb.FetchOffsetsRequest, context: grpc.ServicerContext) -> pb.FetchOffsetsResponse:
+        response, _ = self.coordinator.fetch_offsets(request)
+        return response
+
+    def RewindConsumer(self, request: pb.RewindConsumerRequest,
+                       context: grpc.ServicerContext) -> pb.RewindConsumerResponse:
+        if request.dry_run:  # resolve and validate only: the records are dropped, nothing is applied
+            with self.locks.hold(request.consumer_group):
+                response, _ = self.coordinator.rewind_consumer(request)
+            return response
+        return self._handle(request.consumer_group, self.coordinator.rewind_consumer, request, context,
+                            lambda code: pb.RewindConsumerResponse(consumer_group=request.consumer_group,
+                                                                   error_code=code))
+
+    def RegisterConsumer(self, request: pb.RegisterConsumerRequest,
+                         context: grpc.ServicerContext) -> pb.RegisterConsumerResponse:
+        def failed(code: pb.ErrorCode) -> PendingJoin:
+            return PendingJoin.completed(pb.RegisterConsumerResponse(
+                client_id=request.client_id, consumer_group=request.consumer_group, error_code=code))
+
+        pending = self._handle(request.consumer_group, self.coordinator.register_consumer, request, context, failed)
+        remaining = _remaining(context)
+        response = pending.wait(DEFAULT_WAIT_S if remaining is None else remaining)
+        if response is None:
+            context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "the rebalance did not complete before the deadline")
+            raise RuntimeError("context.abort returned")  # it raises; this keeps the type checker informed
+        return response
