@@ -85,6 +85,10 @@ class AdminClient:
             client_id=self.client_id, consumer_group=group, consumer_id=consumer_id, generation=generation,
             offsets=[pb.PartitionOffset(topic=t, partition=p, offset=o) for t, p, o in offsets])))
 
+    def leave_group(self, group: str, consumer_id: str) -> pb.LeaveGroupResponse:
+        return cast(pb.LeaveGroupResponse, self._call(self.groups.LeaveGroup, pb.LeaveGroupRequest(
+            client_id=self.client_id, consumer_group=group, consumer_id=consumer_id)))
+
     def fetch_offsets(self, group: str, partitions: Sequence[tuple[str, int]] = ()) -> pb.FetchOffsetsResponse:
         return cast(pb.FetchOffsetsResponse, self._call(self.groups.FetchOffsets, pb.FetchOffsetsRequest(
             client_id=self.client_id, consumer_group=group,

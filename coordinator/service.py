@@ -96,6 +96,14 @@ class GroupCoordinatorServicer(pb_grpc.GroupCoordinatorServicer):
         response, _ = self.coordinator.fetch_offsets(request)
         return response
 
+    def LeaveGroup(self, request: pb.LeaveGroupRequest, context: grpc.ServicerContext) -> pb.LeaveGroupResponse:
+        def leave(req: pb.LeaveGroupRequest) -> tuple[pb.LeaveGroupResponse, list[Record]]:
+            code, records = self.coordinator.leave_group(req.consumer_group, req.consumer_id)
+            return pb.LeaveGroupResponse(error_code=code), records
+
+        return self._handle(request.consumer_group, leave, request, context,
+                            lambda code: pb.LeaveGroupResponse(error_code=code))
+
     def RewindConsumer(self, request: pb.RewindConsumerRequest,
                        context: grpc.ServicerContext) -> pb.RewindConsumerResponse:
         if request.dry_run:  # resolve and validate only: the records are dropped, nothing is applied

@@ -212,3 +212,28 @@ def test_admin_topics_cluster_and_group_lag(broker, stub, admin) -> None:
     assert lag.lag_seconds > 0
     assert admin.DescribeGroup(apb.DescribeGroupRequest(consumer_group="nope"), timeout=TIMEOUT).error_code \
         == pb.GROUP_NOT_FOUND
+
+
+def test_leave_group_rebalances_the_rest_at_once(broker, stub) -> None:
+    """A member that leaves is gone at once; the other's heartbeat says re-register and it gets everything."""
+    produce(broker, "lv", 0, [b"x"])
+    create(stub, "g9", ["lv"])
+    first = register(stub, "g9")
+    results: dict[str, pb.RegisterConsumerResponse] = {}
+    joiner = threading.Thread(target=lambda: results.setdefault("second", register(stub, "g9")))
+    joiner.start()
+    while stub.Heartbeat(pb.HeartbeatRequest(consumer_group="g9", consumer_id=first.consumer_id,
+                                             generation=first.generation), timeout=TIMEOUT).error_code == pb.NONE:
+        time.sleep(0.02)
+    first = register(stub, "g9", first.consumer_id)
+    joiner.join(TIMEOUT)
+    second = results["second"]
+    left = stub.LeaveGroup(pb.LeaveGroupRequest(consumer_group="g9", consumer_id=second.consumer_id), timeout=TIMEOUT)
+    assert left.error_code == pb.NONE
+    beat = stub.Heartbeat(pb.HeartbeatRequest(consumer_group="g9", consumer_id=first.consumer_id,
+                                              generation=first.generation), timeout=TIMEOUT)
+    assert beat.error_code == pb.REBALANCE_IN_PROGRESS
+    alone = register(stub, "g9", first.consumer_id)
+    assert owned(alone) == {("lv", 0), ("lv", 1)}
+    gone = stub.LeaveGroup(pb.LeaveGroupRequest(consumer_group="g9", consumer_id=second.consumer_id), timeout=TIMEOUT)
+    assert gone.error_code == pb.UNKNOWN_MEMBER

@@ -314,3 +314,19 @@ class FetchOffsetsResponse(_message.Message):
     error_code: ErrorCode
     offsets: _containers.RepeatedCompositeFieldContainer[PartitionOffset]
     def __init__(self, error_code: _Optional[_Union[ErrorCode, str]] = ..., offsets: _Optional[_Iterable[_Union[PartitionOffset, _Mapping]]] = ...) -> None: ...
+
+class LeaveGroupRequest(_message.Message):
+    __slots__ = ("client_id", "consumer_group", "consumer_id")
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    CONSUMER_ID_FIELD_NUMBER: _ClassVar[int]
+    client_id: str
+    consumer_group: str
+    consumer_id: str
+    def __init__(self, client_id: _Optional[str] = ..., consumer_group: _Optional[str] = ..., consumer_id: _Optional[str] = ...) -> None: ...
+
+class LeaveGroupResponse(_message.Message):
+    __slots__ = ("error_code",)
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    error_code: ErrorCode
+    def __init__(self, error_code: _Optional[_Union[ErrorCode, str]] = ...) -> None: ...

@@ -74,6 +74,11 @@ class GroupCoordinatorStub:
                 request_serializer=rill_dot_v1_dot_coordinator__pb2.FetchOffsetsRequest.SerializeToString,
                 response_deserializer=rill_dot_v1_dot_coordinator__pb2.FetchOffsetsResponse.FromString,
                 _registered_method=True)
+        self.LeaveGroup = channel.unary_unary(
+                '/rill.v1.GroupCoordinator/LeaveGroup',
+                request_serializer=rill_dot_v1_dot_coordinator__pb2.LeaveGroupRequest.SerializeToString,
+                response_deserializer=rill_dot_v1_dot_coordinator__pb2.LeaveGroupResponse.FromString,
+                _registered_method=True)
 
 
 class GroupCoordinatorServicer:
@@ -136,6 +141,14 @@ class GroupCoordinatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def LeaveGroup(self, request, context):
+        """Leave a group cleanly (a consumer's close()); the others rebalance at once
+        instead of waiting for the session timeout.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GroupCoordinatorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -178,6 +191,11 @@ def add_GroupCoordinatorServicer_to_server(servicer, server):
                     servicer.FetchOffsets,
                     request_deserializer=rill_dot_v1_dot_coordinator__pb2.FetchOffsetsRequest.FromString,
                     response_serializer=rill_dot_v1_dot_coordinator__pb2.FetchOffsetsResponse.SerializeToString,
+            ),
+            'LeaveGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.LeaveGroup,
+                    request_deserializer=rill_dot_v1_dot_coordinator__pb2.LeaveGroupRequest.FromString,
+                    response_serializer=rill_dot_v1_dot_coordinator__pb2.LeaveGroupResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -396,6 +414,33 @@ class GroupCoordinator:
             '/rill.v1.GroupCoordinator/FetchOffsets',
             rill_dot_v1_dot_coordinator__pb2.FetchOffsetsRequest.SerializeToString,
             rill_dot_v1_dot_coordinator__pb2.FetchOffsetsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LeaveGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rill.v1.GroupCoordinator/LeaveGroup',
+            rill_dot_v1_dot_coordinator__pb2.LeaveGroupRequest.SerializeToString,
+            rill_dot_v1_dot_coordinator__pb2.LeaveGroupResponse.FromString,
             options,
             channel_credentials,
             insecure,
