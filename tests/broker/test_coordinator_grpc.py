@@ -237,3 +237,17 @@ def test_leave_group_rebalances_the_rest_at_once(broker, stub) -> None:
     assert owned(alone) == {("lv", 0), ("lv", 1)}
     gone = stub.LeaveGroup(pb.LeaveGroupRequest(consumer_group="g9", consumer_id=second.consumer_id), timeout=TIMEOUT)
     assert gone.error_code == pb.UNKNOWN_MEMBER
+
+
+def test_a_new_subscribed_topic_triggers_a_rebalance(broker, stub) -> None:
+    """Producing to a topic the group subscribes to (auto-creating it) makes members re-register and own it."""
+    create(stub, "g10", ["arrives-later"])
+    member = register(stub, "g10")
+    assert owned(member) == set()
+    produce(broker, "arrives-later", 0, [b"first"])
+    beat = stub.Heartbeat(pb.HeartbeatRequest(consumer_group="g10", consumer_id=member.consumer_id,
+                                              generation=member.generation), timeout=TIMEOUT)
+    assert beat.error_code == pb.REBALANCE_IN_PROGRESS
+    again = register(stub, "g10", member.consumer_id)
+    assert owned(again) == {("arrives-later", 0), ("arrives-later", 1)}
+    assert all(p.offset == -1 for p in again.partitions_to_own)
