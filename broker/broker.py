@@ -18,6 +18,7 @@ from rill.broker.handlers import RequestHandlers
 from rill.broker.log.flusher import Flusher
 from rill.broker.log.manager import LogManager
 from rill.broker.server import BrokerServer
+from rill.client.protocol import requests as rq
 
 log = structlog.get_logger(__name__)
 
@@ -48,9 +49,14 @@ class Broker:
         self.handlers = RequestHandlers(
             self.server, self.logs, self.flusher,
             auto_create=config["auto.create.topics.enable"], max_wait_ms=config["fetch.max.wait.ms"],
-            on_topics_changed=self.coordination.on_topics_changed)
+            on_topics_changed=self.coordination.on_topics_changed, identity=self.identity)
         self.server.handle = self.handlers
         self._closed = False
+
+    def identity(self) -> rq.BrokerInfo:
+        """This broker as METADATA describes it (advertised host, data-plane and gRPC ports)."""
+        b = self.coordination.broker
+        return rq.BrokerInfo(b.broker_id, b.host, b.port, b.grpc_port)
 
     @property
     def port(self) -> int:

@@ -11,7 +11,7 @@ connection. Everything runs on the event-loop thread.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import structlog
@@ -31,13 +31,15 @@ class RequestHandlers:
     """Serves every request type against a LogManager."""
 
     def __init__(self, server: Any, logs: Any, flusher: Any, *, auto_create: bool = True,
-                 max_wait_ms: int = 30_000, on_topics_changed: Callable[[], None] | None = None) -> None:
+                 max_wait_ms: int = 30_000, on_topics_changed: Callable[[], None] | None = None,
+                 identity: Callable[[], rq.BrokerInfo] | None = None) -> None:
         self.server = server
         self.logs = logs
         self.flusher = flusher
         self.auto_create = auto_create
         self.max_wait_ms = max_wait_ms
         self.on_topics_changed = on_topics_changed or (lambda: None)
+        self.identity = identity or (lambda: rq.BrokerInfo(0, str(server.host), int(server.port), 0))
         self.delayed = DelayedFetches(server, self.read)
         self._round_robin: dict[str, itertools.count[int]] = {}
         self._table: dict[int, Callable[[Connection, Any], Slot | None]] = {
@@ -171,11 +173,10 @@ class RequestHandlers:
 
     def metadata(self, conn: Connection, req: rq.MetadataRequest) -> Slot:
         known = self.logs.topics()
-        if not req.topics:
-            rows = [(name, 0, count) for name, count in sorted(known.items())]
-        else:
-            rows = [_metadata_row(name, known) for name in req.topics]
-        return Slot([rq.encode_metadata_response(0, rows)])
+        me = self.identity()
+        names = req.topics or sorted(known)
+        rows = [_metadata_row(name, known, me.broker_id) for name in names]
+        return Slot([rq.encode_metadata_response(0, [me], rows)])
 
     def create_topic(self, conn: Connection, req: rq.CreateTopicRequest) -> Slot:
         try:
@@ -191,14 +192,14 @@ class RequestHandlers:
         return Slot([rq.encode_create_topic_response(0, self.logs.topics()[req.topic])])
 
 
-def _metadata_row(name: str, known: dict[str, int]) -> tuple[str, int, int]:
+def _metadata_row(name: str, known: Mapping[str, int], leader: int) -> rq.TopicMetadata:
     try:
         validate_topic(name)
     except BrokerError as exc:
-        return (name, int(exc.code), 0)
+        return rq.TopicMetadata(name, int(exc.code), ())
     if name not in known:
-        return (name, int(ErrorCode.UNKNOWN_TOPIC), 0)
-    return (name, 0, known[name])
+        return rq.TopicMetadata(name, int(ErrorCode.UNKNOWN_TOPIC), ())
+    return rq.TopicMetadata(name, 0, (leader,) * known[name])
 
 
 def multifetch_parts(results: list[ReadResult]) -> list[Any]:

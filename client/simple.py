@@ -281,14 +281,21 @@ class SimpleConsumer(_Client):
         Raises:
             UnknownTopic, InvalidTopic: for a name in ``names`` the broker does not have.
         """
-        body = self._request(rq.encode_metadata(list(names)), retry=True)
-        error, rows = rq.decode_metadata_response(body)
-        _check(error, "metadata")
         result: dict[str, int] = {}
-        for name, topic_error, count in rows:
-            _check(topic_error, f"topic {name!r}")
-            result[name] = count
+        for t in self.metadata(names).topics:
+            _check(t.error, f"topic {t.topic!r}")
+            result[t.topic] = t.partitions
         return result
+
+    def metadata(self, names: Sequence[str] = ()) -> rq.Metadata:
+        """METADATA: the cluster's brokers (with their gRPC ports) and each topic's partition leaders.
+
+        Per-topic errors are in the result (``TopicMetadata.error``), not raised.
+        """
+        body = self._request(rq.encode_metadata(list(names)), retry=True)
+        error, metadata = rq.decode_metadata_response(body)
+        _check(error, "metadata")
+        return metadata
 
     def partitions_for(self, topic: str) -> int:
         """The partition count of ``topic``.

@@ -185,11 +185,43 @@ def encode_produce_ack_response(acks: Sequence[PartitionAck]) -> bytes:
     return response_header(0, len(body)) + body
 
 
-def encode_metadata_response(error: int, topics: Sequence[tuple[str, int, int]]) -> bytes:
-    """``topics``: (name, error, partition count) per topic."""
-    body = INT16.pack(len(topics)) + b"".join(
-        string16(name) + INT16.pack(err) + INT32.pack(count) for name, err, count in topics)
-    return response_header(error, len(body)) + body
+class BrokerInfo(NamedTuple):
+    """A broker as METADATA describes it: its id and where its two ports are."""
+
+    broker_id: int
+    host: str
+    port: int  # the Kafka 0.7 data plane
+    grpc_port: int  # group coordinator and admin services
+
+
+class TopicMetadata(NamedTuple):
+    """A topic as METADATA describes it: error, and the leader broker of each partition."""
+
+    topic: str
+    error: int
+    leaders: tuple[int, ...]  # leaders[p] is the broker id holding partition p
+
+    @property
+    def partitions(self) -> int:
+        return len(self.leaders)
+
+
+class Metadata(NamedTuple):
+    brokers: list[BrokerInfo]
+    topics: list[TopicMetadata]
+
+
+
+def encode_metadata_response(error: int, brokers: Sequence[BrokerInfo], topics: Sequence[TopicMetadata]) -> bytes:
+    body = [INT16.pack(len(brokers))]
+    for b in brokers:
+        body.append(INT32.pack(b.broker_id) + string16(b.host) + INT32.pack(b.port) + INT32.pack(b.grpc_port))
+    body.append(INT16.pack(len(topics)))
+    for t in topics:
+        body.append(string16(t.topic) + INT16.pack(t.error) + INT32.pack(len(t.leaders))
+                    + b"".join(INT32.pack(leader) for leader in t.leaders))
+    data = b"".join(body)
+    return response_header(error, len(data)) + data
 
 
 def encode_create_topic_response(error: int, partitions: int) -> bytes:
@@ -295,14 +327,20 @@ def decode_produce_ack_response(body: memoryview | bytes) -> tuple[int, list[Par
     return error, acks
 
 
-def decode_metadata_response(body: memoryview | bytes) -> tuple[int, list[tuple[str, int, int]]]:
+def decode_metadata_response(body: memoryview | bytes) -> tuple[int, Metadata]:
     r = Reader(body)
     error = r.int16()
     if not r.remaining():
-        return error, []
-    topics = [(r.string16(), r.int16(), r.int32()) for _ in range(r.count(8))]
+        return error, Metadata([], [])
+    brokers = [BrokerInfo(r.int32(), r.string16(), r.int32(), r.int32()) for _ in range(r.count(14))]
+    topics = []
+    for _ in range(r.count(8)):
+        name, topic_error, count = r.string16(), r.int16(), r.int32()
+        if count < 0 or count * 4 > r.remaining():
+            raise DecodeError(f"partition count {count} does not fit in the {r.remaining()} bytes left")
+        topics.append(TopicMetadata(name, topic_error, tuple(r.int32() for _ in range(count))))
     r.expect_end()
-    return error, topics
+    return error, Metadata(brokers, topics)
 
 
 def decode_create_topic_response(body: memoryview | bytes) -> tuple[int, int]:

@@ -223,10 +223,17 @@ def test_metadata_and_create_topic(raw: RawClient) -> None:
     assert rq.decode_create_topic_response(raw.request(rq.encode_create_topic("made", 5))) == (0, 5)
     assert rq.decode_create_topic_response(raw.request(rq.encode_create_topic("bad/name", 5)))[0] == ErrorCode.INVALID_TOPIC
     assert rq.decode_create_topic_response(raw.request(rq.encode_create_topic("zero", 0)))[0] == ErrorCode.INVALID_REQUEST
-    error, topics = rq.decode_metadata_response(raw.request(rq.encode_metadata()))
-    assert ("made", 0, 5) in topics
-    error, topics = rq.decode_metadata_response(raw.request(rq.encode_metadata(["made", "missing"])))
-    assert topics == [("made", 0, 5), ("missing", ErrorCode.UNKNOWN_TOPIC, 0)]
+    error, meta = rq.decode_metadata_response(raw.request(rq.encode_metadata()))
+    assert rq.TopicMetadata("made", 0, (0,) * 5) in meta.topics
+    error, meta = rq.decode_metadata_response(raw.request(rq.encode_metadata(["made", "missing"])))
+    assert meta.topics == [rq.TopicMetadata("made", 0, (0,) * 5), rq.TopicMetadata("missing", ErrorCode.UNKNOWN_TOPIC, ())]
+
+
+def test_metadata_names_the_brokers_and_their_grpc_port(raw: RawClient, broker) -> None:
+    """METADATA lists this broker with its data-plane and gRPC ports."""
+    error, meta = rq.decode_metadata_response(raw.request(rq.encode_metadata()))
+    assert error == 0
+    assert [(b.port, b.grpc_port) for b in meta.brokers] == [(broker.port, broker.grpc_port)]
 
 
 def test_pipelined_produces_are_answered_in_order(raw: RawClient) -> None:

@@ -287,10 +287,14 @@ def test_produce_ack_response_round_trip(acks: list[rq.PartitionAck]) -> None:
     assert rq.decode_produce_ack_response(rq.encode_produce_ack_response(acks)[4:]) == (0, acks)
 
 
-@given(int16s, st.lists(st.tuples(topics, int16s, int32s), max_size=10))
-def test_metadata_response_round_trip(error: int, rows: list[tuple[str, int, int]]) -> None:
-    """A METADATA response decodes to the same (name, error, partitions) rows."""
-    assert rq.decode_metadata_response(rq.encode_metadata_response(error, rows)[4:]) == (error, rows)
+@given(int16s,
+       st.lists(st.builds(rq.BrokerInfo, int32s, topics, int32s, int32s), max_size=5),
+       st.lists(st.builds(rq.TopicMetadata, topics, int16s, st.lists(int32s, max_size=20).map(tuple)), max_size=10))
+def test_metadata_response_round_trip(error: int, brokers: list[rq.BrokerInfo],
+                                      rows: list[rq.TopicMetadata]) -> None:
+    """A METADATA response decodes to the same brokers and per-topic partition leaders."""
+    decoded = rq.decode_metadata_response(rq.encode_metadata_response(error, brokers, rows)[4:])
+    assert decoded == (error, rq.Metadata(brokers, rows))
 
 
 @given(int16s, int32s)
