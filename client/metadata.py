@@ -1,0 +1,81 @@
+"""What a client knows of the cluster: brokers, partition counts and leaders.
+
+Learned from any broker with rill's METADATA request (docs/protocol.md), starting
+from the ``bootstrap.servers`` and then from any broker already known. Blocking:
+call it from the thread that owns it (the producer's send thread, the consumer's
+poll loop). Not thread-safe.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Iterable, Sequence
+
+import structlog
+
+from rill.client.errors import ConnectionClosed, RillError
+from rill.client.protocol import requests as rq
+from rill.client.simple import SimpleConsumer
+
+log = structlog.get_logger(__name__)
+
+
+class ClusterMetadata:
+    """Brokers by id and topics by name, refreshed on demand."""
+
+    def __init__(self, bootstrap: Sequence[tuple[str, int]], timeout: float = 10.0) -> None:
+        self.bootstrap = list(bootstrap)
+        self.timeout = timeout
+        self.brokers: dict[int, rq.BrokerInfo] = {}
+        self.topics: dict[str, rq.TopicMetadata] = {}
+        self.refreshed_at = 0.0
+
+    def _candidates(self) -> list[tuple[str, int]]:
+        known = [(b.host, b.port) for b in self.brokers.values()]
+        random.shuffle(known)
+        return known + [a for a in self.bootstrap if a not in known]
+
+    def refresh(self, topics: Iterable[str] = ()) -> rq.Metadata:
+        """Ask one reachable broker; raises ConnectionClosed when none answers.
+
+        With ``topics`` only those are asked for (and merged in); otherwise every topic.
+        """
+        names = sorted(set(topics))
+        errors = []
+        for host, port in self._candidates():
+            try:
+                with SimpleConsumer(host, port, timeout=self.timeout) as client:
+                    meta = client.metadata(names)
+            except RillError as exc:
+                errors.append(f"{host}:{port}: {exc}")
+                continue
+            self._merge(meta, names)
+            return meta
+        raise ConnectionClosed("no broker answered a metadata request: " + "; ".join(errors))
+
+    def _merge(self, meta: rq.Metadata, names: Sequence[str]) -> None:
+        if meta.brokers:
+            self.brokers = {b.broker_id: b for b in meta.brokers}
+        if not names:
+            self.topics = {}
+        for t in meta.topics:
+            if t.error == 0:
+                self.topics[t.topic] = t
+            else:
+                self.topics.pop(t.topic, None)
+        self.refreshed_at = time.monotonic()
+
+    def partitions(self, topic: str) -> int | None:
+        """Partition count, or None when the topic is not known (yet)."""
+        t = self.topics.get(topic)
+        return t.partitions if t is not None else None
+
+    def leader(self, topic: str, partition: int) -> rq.BrokerInfo | None:
+        t = self.topics.get(topic)
+        if t is None or not 0 <= partition < t.partitions:
+            return None
+        return self.brokers.get(t.leaders[partition])
+
+    def any_broker(self) -> rq.BrokerInfo | None:
+        return next(iter(self.brokers.values()), None)
