@@ -25,6 +25,7 @@ class Key:
     type: type
     default: Any
     doc: str
+    choices: tuple[Any, ...] = ()  # the allowed values, when only a few are
 
 
 KEYS: tuple[Key, ...] = (
@@ -51,8 +52,15 @@ KEYS: tuple[Key, ...] = (
     Key("connections.max.idle.ms", int, 600_000, "Close connections idle for this long."),
     Key("fetch.max.wait.ms", int, 30_000, "Upper bound on a long-poll fetch's max_wait_ms."),
     Key("grpc.port", int, 9093, "gRPC port of the group coordinator and admin services; 0 picks a free port."),
-    Key("grpc.max.workers", int, 256,
-        "Threads serving gRPC calls (a RegisterConsumer holds one while its rebalance completes)."),
+    Key("grpc.max.workers", int, 1024,
+        "Threads serving gRPC calls (created as needed). With grpc.server = sync a RegisterConsumer holds one "
+        "until its rebalance completes, so it must exceed group.max.size (checked at start-up) and, with many "
+        "large groups rebalancing at once, their members together; with aio only running handlers and fsyncs "
+        "hold one."),
+    Key("grpc.server", str, "sync",
+        "gRPC server implementation: \"sync\" (a thread per call) or \"aio\" (grpc.aio on its own event loop; "
+        "handlers and fsyncs on worker threads, a waiting RegisterConsumer holds no thread).",
+        choices=("sync", "aio")),
     Key("group.min.session.timeout.ms", int, 6000, "Smallest session timeout a group or consumer may ask for."),
     Key("group.max.session.timeout.ms", int, 300_000, "Largest session timeout a group or consumer may ask for."),
     Key("group.max.size", int, 1000, "Most members one group may have."),
@@ -89,9 +97,12 @@ def _coerce(key: Key, value: Any) -> Any:
     if key.type in (int, float) and isinstance(value, bool):
         raise ConfigError(f"{key.name}: expected a number, got {value!r}")
     try:
-        return key.type(value)
+        coerced = key.type(value)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"{key.name}: expected {key.type.__name__}, got {value!r}") from exc
+    if key.choices and coerced not in key.choices:
+        raise ConfigError(f"{key.name}: expected one of {', '.join(map(str, key.choices))}, got {value!r}")
+    return coerced
 
 
 @dataclass(frozen=True)
@@ -125,7 +136,16 @@ class BrokerConfig:
                 values[name] = _coerce(key, value)
         config = cls(values)
         config.log_config()  # validates the storage settings
+        config._check_grpc()
         return config
+
+    def _check_grpc(self) -> None:
+        v = self.values
+        if v["grpc.server"] == "sync" and v["group.max.size"] >= v["grpc.max.workers"]:
+            raise ConfigError(
+                f"group.max.size ({v['group.max.size']}) must be below grpc.max.workers ({v['grpc.max.workers']}) "
+                "with grpc.server = sync: every member waiting in a rebalance holds a worker thread. "
+                "Raise grpc.max.workers or use grpc.server = aio.")
 
     def log_config(self) -> LogConfig:
         v = self.values

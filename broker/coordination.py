@@ -5,6 +5,10 @@ The coordinator keeps its records in a log of the broker's own storage, under
 log gets its own small segments and no background flushing: the offset store
 fsyncs it before every acknowledgement. At start-up every record is replayed
 into the coordinator; the store's compaction keeps that replay short.
+
+The services are served by the sync gRPC server (rill.coordinator.grpc_server) or,
+with ``grpc.server = "aio"``, by a grpc.aio server on its own event loop
+(rill.coordinator.aio_server); both answer through the same coordinator and sink.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from rill.broker.config import BrokerConfig
 from rill.broker.log.config import LogConfig
 from rill.broker.log.log import Log
 from rill.broker.log.manager import LogManager
-from rill.coordinator import grpc_server
+from rill.coordinator import aio_server, grpc_server
 from rill.coordinator.clock import ThreadTimer
 from rill.coordinator.coordinator import GroupCoordinator
 from rill.coordinator.offsets_log import OffsetStore
@@ -75,10 +79,17 @@ class CoordinatorHost:
         self.admin = AdminServicer(logs, self.coordinator, self.broker)
         self.server: Any = None
         self.health: Any = None
+        self.kind = "sync"
 
     def start(self) -> int:
-        """Start the gRPC server; returns its port."""
+        """Start the gRPC server (``grpc.server``: sync or aio); returns its port."""
         address = f"{self.config['host.name']}:{self.config['grpc.port']}"
+        self.kind = self.config["grpc.server"]
+        if self.kind == "aio":
+            self.server, port = aio_server.create_server(address, self.servicer, self.admin,
+                                                         max_workers=self.config["grpc.max.workers"])
+            self.broker.grpc_port = port
+            return port
         self.server, port, self.health = grpc_server.create_server(address, [
             grpc_server.Registration(self.servicer, pb_grpc.add_GroupCoordinatorServicer_to_server,
                                      pb.DESCRIPTOR.services_by_name["GroupCoordinator"].full_name),
@@ -93,7 +104,10 @@ class CoordinatorHost:
 
     def stop(self, grace: float = 5.0) -> None:
         if self.server is not None:
-            grpc_server.stop(self.server, self.health, grace)
+            if self.kind == "aio":
+                self.server.stop(grace)
+            else:
+                grpc_server.stop(self.server, self.health, grace)
             self.server = None
         self.timer.stop()
 

@@ -3,10 +3,15 @@
 The broker's event loop runs on a background thread and listens on a free loopback
 port. Overrides take configuration keys with dots or underscores
 (``num_partitions=2``, ``"log.segment.bytes": 4096``).
+
+``RILL_TEST_GRPC_SERVER`` (``sync`` or ``aio``), when set, is the default of
+``grpc.server`` for these brokers, so the whole suite can run against either gRPC
+server; an explicit ``grpc_server=`` override wins.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,6 +20,8 @@ from typing import Any
 
 from rill.broker.broker import Broker
 from rill.broker.config import BrokerConfig
+
+GRPC_SERVER_ENV = "RILL_TEST_GRPC_SERVER"
 
 
 class RunningBroker:
@@ -38,6 +45,8 @@ class RunningBroker:
 @contextmanager
 def running_broker(data_dir: str | Path, **overrides: Any) -> Iterator[RunningBroker]:
     settings: dict[str, Any] = {"log.dir": str(data_dir), "port": 0, "grpc.port": 0, "host.name": "127.0.0.1"}
+    if os.environ.get(GRPC_SERVER_ENV):
+        settings["grpc.server"] = os.environ[GRPC_SERVER_ENV]
     settings.update({k.replace("_", "."): v for k, v in overrides.items()})
     broker = Broker(BrokerConfig.load(None, settings))
     thread = threading.Thread(target=broker.serve_forever, name="rill-broker", daemon=True)

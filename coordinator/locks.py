@@ -35,3 +35,18 @@ class GroupLocks:
             for name in sorted(set(groups)):
                 stack.enter_context(self._lock(name))
             yield
+
+    @contextmanager
+    def try_hold(self, group: str) -> Iterator[bool]:
+        """Hold ``group``'s lock if it is free (or already held by this thread): yields whether it is held.
+
+        Never waits: for callers that must not block (the aio server's event loop), which
+        then do the work elsewhere when it yields False.
+        """
+        lock = self._lock(group)
+        held = lock.acquire(blocking=False)
+        try:
+            yield held
+        finally:
+            if held:
+                lock.release()

@@ -62,15 +62,33 @@ class GroupCoordinatorServicer(pb_grpc.GroupCoordinatorServicer):
 
     def _handle(self, group: str | list[str], handler: Callable[[Any], tuple[R, list[Record]]], request: Any,
                 context: grpc.ServicerContext, failed: Callable[[pb.ErrorCode], R]) -> R:
+        return self.handle(group, handler, request, _remaining(context), failed)
+
+    def handle(self, group: str | list[str], handler: Callable[[Any], tuple[R, list[Record]]], request: Any,
+               remaining: float | None, failed: Callable[[pb.ErrorCode], R]) -> R:
+        """Run ``handler`` under the group lock(s), persist and apply its records; its response.
+
+        ``remaining`` is the call's time left (None: no deadline); the persist waits at most
+        that long and ``commit_timeout_s``. Blocks (the lock, the fsync): the aio server runs
+        it on a worker thread. Persist, apply and the store's compaction check stay on the
+        calling thread, as the offset store requires.
+        """
         with self.locks.hold(*([group] if isinstance(group, str) else group)):
             response, records = handler(request)
             try:
-                remaining = _remaining(context)
                 self.sink(records, self.commit_timeout_s if remaining is None else min(remaining, self.commit_timeout_s))
             except (StorageError, TimeoutError) as exc:
                 log.error("coordinator.persist_failed", group=group, error=str(exc))
                 return failed(pb.STORAGE_ERROR)
         return response
+
+    def register_pending(self, request: pb.RegisterConsumerRequest, remaining: float | None) -> PendingJoin:
+        """The persist-then-apply part of RegisterConsumer: the PendingJoin to wait for."""
+        def failed(code: pb.ErrorCode) -> PendingJoin:
+            return PendingJoin.completed(pb.RegisterConsumerResponse(
+                client_id=request.client_id, consumer_group=request.consumer_group, error_code=code))
+
+        return self.handle(request.consumer_group, self.coordinator.register_consumer, request, remaining, failed)
 
     def CreateGroup(self, request: pb.CreateGroupRequest, context: grpc.ServicerContext) -> pb.CreateGroupResponse:
         return self._handle(request.consumer_group, self.coordinator.create_group, request, context,
@@ -116,11 +134,7 @@ class GroupCoordinatorServicer(pb_grpc.GroupCoordinatorServicer):
 
     def RegisterConsumer(self, request: pb.RegisterConsumerRequest,
                          context: grpc.ServicerContext) -> pb.RegisterConsumerResponse:
-        def failed(code: pb.ErrorCode) -> PendingJoin:
-            return PendingJoin.completed(pb.RegisterConsumerResponse(
-                client_id=request.client_id, consumer_group=request.consumer_group, error_code=code))
-
-        pending = self._handle(request.consumer_group, self.coordinator.register_consumer, request, context, failed)
+        pending = self.register_pending(request, _remaining(context))
         remaining = _remaining(context)
         response = pending.wait(DEFAULT_WAIT_S if remaining is None else remaining)
         if response is None:

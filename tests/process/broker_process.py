@@ -1,4 +1,8 @@
-"""Start and stop ``rill-broker`` as a real process for tests."""
+"""Start and stop ``rill-broker`` as a real process for tests.
+
+``RILL_TEST_GRPC_SERVER`` (``sync`` or ``aio``), when set, becomes a leading
+``--set grpc.server=...``; a ``--set grpc.server=...`` among the extra arguments wins.
+"""
 
 from __future__ import annotations
 
@@ -25,7 +29,7 @@ class BrokerProcess:
     def start(self, timeout: float = 30.0) -> BrokerProcess:
         self.log_file = open(self.log_path, "wb")
         cmd = [sys.executable, "-m", "rill.broker.main", "--data-dir", str(self.data_dir), "--port", "0", "--grpc-port", "0",
-               "--host", "127.0.0.1", "--log-format", "json", *self.extra]
+               "--host", "127.0.0.1", "--log-format", "json", *grpc_server_default(), *self.extra]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.log_file)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -61,3 +65,9 @@ class BrokerProcess:
         code = self.proc.wait(timeout=timeout)
         self.log_file.close()
         return code
+
+
+def grpc_server_default() -> list[str]:
+    """``--set grpc.server=$RILL_TEST_GRPC_SERVER`` when that is set (later ``--set`` flags override it)."""
+    kind = os.environ.get("RILL_TEST_GRPC_SERVER")
+    return ["--set", f"grpc.server={kind}"] if kind else []

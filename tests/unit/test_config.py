@@ -49,3 +49,11 @@ def test_every_key_is_documented() -> None:
     doc = (Path(__file__).parents[2] / "docs" / "operations.md").read_text()
     missing = [k.name for k in KEYS if f"`{k.name}`" not in doc]
     assert not missing
+
+
+def test_sync_grpc_server_needs_a_worker_per_waiting_member() -> None:
+    """With the sync gRPC server, a group limit that the worker pool cannot hold is refused at start-up."""
+    assert BrokerConfig.load()["grpc.max.workers"] > BrokerConfig.load()["group.max.size"]
+    with pytest.raises(ConfigError, match="grpc.max.workers"):
+        BrokerConfig.load(None, {"grpc.max.workers": 100, "group.max.size": 200})
+    assert BrokerConfig.load(None, {"grpc.max.workers": 100, "group.max.size": 200, "grpc.server": "aio"})
