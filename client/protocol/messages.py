@@ -12,9 +12,9 @@ A message set is messages back to back. A compressed message's payload is itself
 message set. Offsets are byte positions in a partition: the message at offset ``o``
 is followed by the one at ``o + 4 + length``.
 
-Validation (:func:`scan`) and decoding (:func:`decode_message_set`) run in a C
-accelerator when it is built and in Python otherwise; the two agree byte for byte
-(tests/unit/test_codec.py).
+Validation (:func:`scan`), decoding (:func:`decode_message_set`) and encoding
+(:func:`encode_set`) run in a C accelerator when it is built and in Python otherwise;
+the two agree byte for byte (tests/unit/test_codec.py, tests/unit/producer/test_encode_set.py).
 """
 
 from __future__ import annotations
@@ -301,9 +301,27 @@ def encode_message(payload: bytes, magic: int = MAGIC_V1, attributes: int = 0) -
     raise ValueError(f"unknown magic {magic}")
 
 
+def _py_encode_set(payloads: Iterable[bytes | bytearray | memoryview], magic: int) -> bytes:
+    """Reference for the C ``encode_set``: payloads (bytes-like) as uncompressed messages."""
+    if magic not in (MAGIC_V0, MAGIC_V1):
+        raise ValueError(f"unknown magic {magic}")
+    return b"".join([encode_message(bytes(memoryview(p)), magic) for p in payloads])
+
+
+def encode_set(payloads: Iterable[bytes | bytearray | memoryview], magic: int = MAGIC_V1) -> bytes:
+    """Encode payloads as an uncompressed message set (in C when the accelerator is built).
+
+    Raises:
+        TypeError: a payload is not bytes-like. ValueError: an unknown magic.
+    """
+    if _speedups is not None:
+        return bytes(_speedups.encode_set(payloads, magic))
+    return _py_encode_set(payloads, magic)
+
+
 def encode_message_set(payloads: Iterable[bytes], codec: int = CODEC_NONE, magic: int = MAGIC_V1) -> bytes:
     """Encode payloads as a message set; with ``codec=CODEC_GZIP`` as one compressed message."""
-    plain = b"".join(encode_message(p, magic) for p in payloads)
+    plain = encode_set(payloads, magic)
     if codec == CODEC_NONE:
         return plain
     if codec == CODEC_GZIP:

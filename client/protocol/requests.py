@@ -247,15 +247,37 @@ def encode_produce(topic: str, partition: int, messages: bytes) -> bytes:
     return _frame(RequestType.PRODUCE, _produce_body(topic, partition, messages))
 
 
+def _produce_parts(kind: int, head: bytes, produces: Sequence[ProduceRequest]) -> list[bytes | memoryview]:
+    """A (multi-)produce frame as buffers to write in order; the message sets are not copied."""
+    parts: list[bytes | memoryview] = [b""]
+    size = 2 + len(head)
+    for topic, partition, messages in produces:
+        entry = string16(topic) + INT32.pack(partition) + INT32.pack(len(messages))
+        parts += (entry, messages)
+        size += len(entry) + len(messages)
+    parts[0] = INT32.pack(size) + INT16.pack(kind) + head
+    return parts
+
+
+def encode_multiproduce_parts(produces: Sequence[ProduceRequest]) -> list[bytes | memoryview]:
+    """:func:`encode_multiproduce` as a list of buffers (for ``sendmsg``, without copying the sets)."""
+    return _produce_parts(RequestType.MULTIPRODUCE, INT16.pack(len(produces)), produces)
+
+
+def encode_produce_ack_parts(produces: Sequence[ProduceRequest], acks: int = Acks.APPEND,
+                             timeout_ms: int = 30_000) -> list[bytes | memoryview]:
+    """:func:`encode_produce_ack` as a list of buffers (for ``sendmsg``, without copying the sets)."""
+    head = INT16.pack(acks) + INT32.pack(timeout_ms) + INT16.pack(len(produces))
+    return _produce_parts(RequestType.PRODUCE_ACK, head, produces)
+
+
 def encode_multiproduce(produces: Sequence[ProduceRequest]) -> bytes:
-    return _frame(RequestType.MULTIPRODUCE,
-                  INT16.pack(len(produces)) + b"".join(_produce_body(*p) for p in produces))
+    return b"".join(encode_multiproduce_parts(produces))
 
 
 def encode_produce_ack(produces: Sequence[ProduceRequest], acks: int = Acks.APPEND,
                        timeout_ms: int = 30_000) -> bytes:
-    body = INT16.pack(acks) + INT32.pack(timeout_ms) + INT16.pack(len(produces))
-    return _frame(RequestType.PRODUCE_ACK, body + b"".join(_produce_body(*p) for p in produces))
+    return b"".join(encode_produce_ack_parts(produces, acks, timeout_ms))
 
 
 def encode_fetch(topic: str, partition: int, offset: int, max_size: int) -> bytes:
