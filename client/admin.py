@@ -94,6 +94,28 @@ class AdminClient:
             client_id=self.client_id, consumer_group=group,
             partitions=[pb.TopicPartition(topic=t, partition=p) for t, p in partitions])))
 
+    def register_consumer_future(self, group: str, consumer_id: str, topics: Sequence[str],
+                                 static_partitions: Sequence[tuple[str, int]], session_timeout_ms: int,
+                                 timeout: float) -> grpc.Future:
+        """RegisterConsumer without blocking: a grpc.Future of the RegisterConsumerResponse.
+
+        The call answers only when the group's rebalance completes, so a single-threaded
+        caller polls ``future.done()`` (or adds a done-callback) instead of waiting.
+        ``future.result()`` raises grpc.RpcError when the call itself failed.
+        """
+        request = pb.RegisterConsumerRequest(
+            client_id=self.client_id, consumer_group=group, consumer_id=consumer_id, topics=list(topics),
+            static_partitions=[pb.TopicPartition(topic=t, partition=p) for t, p in static_partitions],
+            session_timeout=session_timeout_ms)
+        return self.groups.RegisterConsumer.future(request, timeout=timeout)
+
+    def heartbeat_future(self, group: str, consumer_id: str, generation: int, session_timeout_ms: int,
+                         timeout: float) -> grpc.Future:
+        """Heartbeat without blocking: a grpc.Future of the HeartbeatResponse (see register_consumer_future)."""
+        request = pb.HeartbeatRequest(client_id=self.client_id, consumer_group=group, consumer_id=consumer_id,
+                                      generation=generation, session_timeout=session_timeout_ms)
+        return self.groups.Heartbeat.future(request, timeout=timeout)
+
     # ---------------------------------------------------------------- topics and cluster
 
     def create_topic(self, topic: str, partitions: int) -> apb.CreateTopicResponse:

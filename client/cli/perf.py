@@ -12,6 +12,10 @@
 - ``latency`` sends one acknowledged single-message request at a time and reports
   percentiles of the round trip.
 - ``crc`` compares crcmod's CRC-32 with zlib's on 200 B and 10 KB payloads.
+- ``commits``, ``heartbeats`` and ``rebalance`` measure the gRPC group coordinator
+  (rill.client.cli.perf_groups).
+- ``consumer-api`` and ``e2e`` measure the poll() consumer (rill.client.cli.perf_consumer).
+- ``producer-api`` measures the Producer API, send() and send_many() (rill.client.cli.perf_producer).
 
 Figures go to stderr as text, or to stdout as one JSON object with ``--json``. Every
 report ends with the command that produced it. MB means 10^6 bytes.
@@ -45,7 +49,8 @@ MB = 1_000_000
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = subparsers.add_parser("perf", help="benchmarks: produce, consume, latency, crc",
+    p = subparsers.add_parser("perf", help="benchmarks: produce, consume, latency, crc, commits, heartbeats, rebalance, "
+                                              "consumer-api, e2e, producer-api",
                               description="Benchmarks. Each prints its figures and the command that produced them.")
     kinds = p.add_subparsers(dest="benchmark", metavar="BENCHMARK", required=True)
 
@@ -86,6 +91,16 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
                      help="minimum time per measurement; the best of 3 is kept (default: 0.3)")
     crc.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
     crc.set_defaults(run=run_crc)
+
+    from rill.client.cli import perf_groups  # it imports this module (report, percentile)
+    from rill.client.cli import perf_producer  # it imports this module (report, ensure_topic)
+
+    perf_groups.add_parsers(kinds)
+    perf_producer.add_parsers(kinds)
+
+    from rill.client.cli import perf_consumer  # it imports this module too
+
+    perf_consumer.add_parsers(kinds)
 
 
 def _common(parser: argparse.ArgumentParser) -> None:

@@ -1,0 +1,81 @@
+"""The consumer's settings: Kafka's names and, where the concept is Kafka's, its defaults.
+
+``Consumer({"group.id": "app"}, auto_offset_reset="latest")``: dotted keys in a
+mapping, or the same keys with underscores as keyword arguments (keywords win).
+See :mod:`rill.client.config` for the rules; unknown keys raise ConfigError.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from rill.client.config import Setting, boolean, choice, non_negative, positive, resolve, servers
+
+ASSIGNMENT_STRATEGIES = ("range", "roundrobin", "sticky")
+OFFSET_RESETS = ("earliest", "latest", "none")
+
+
+def _optional_group(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"expected a non-empty group name or None, got {value!r}")
+    return value
+
+
+def _optional_callable(value: Any) -> Callable[[bytes], Any] | None:
+    if value is not None and not callable(value):
+        raise TypeError(f"expected a callable or None, got {value!r}")
+    return value  # type: ignore[no-any-return]
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("bootstrap.servers", [("localhost", 9092)], "host:port of one or more brokers (data-plane port)",
+            servers),
+    Setting("group.id", None, "consumer group; None: no group (static partitions only, no commits)",
+            _optional_group),
+    Setting("client.id", "rill-consumer", "name sent to the coordinator; member ids start with it", str),
+    Setting("auto.offset.reset", "earliest", "where to start without a committed offset, or after "
+            "OffsetOutOfRange: earliest, latest or none (raise)", choice(*OFFSET_RESETS)),
+    Setting("enable.auto.commit", True, "commit the positions of earlier polls every auto.commit.interval.ms",
+            boolean),
+    Setting("auto.commit.interval.ms", 5000, "how often poll() auto-commits", positive(int)),
+    Setting("session.timeout.ms", 10_000, "the coordinator evicts a member silent for this long "
+            "(broker bounds: group.min/max.session.timeout.ms, 6000..300000 by default)", positive(int)),
+    Setting("heartbeat.interval.ms", 3000, "time between heartbeats sent from poll()", positive(int)),
+    Setting("fetch.max.bytes", 1_048_576, "most bytes of messages one fetch response may carry, "
+            "shared by its partitions", positive(int)),
+    Setting("max.partition.fetch.bytes", 1_048_576, "most bytes of messages fetched per partition per fetch",
+            positive(int)),
+    Setting("fetch.max.wait.ms", 500, "how long the broker holds a fetch waiting for fetch.min.bytes",
+            non_negative(int)),
+    Setting("fetch.min.bytes", 1, "bytes the broker waits for before answering a fetch", positive(int)),
+    Setting("max.poll.records", 500, "most messages one poll() returns", positive(int)),
+    Setting("assignment.strategy", "range", "how the coordinator divides partitions (used when this "
+            "consumer creates the group): range, roundrobin or sticky", choice(*ASSIGNMENT_STRATEGIES)),
+    Setting("request.timeout.ms", 30_000, "deadline of a request to a broker or the coordinator",
+            positive(int)),
+    Setting("retry.backoff.ms", 100, "wait before retrying a failed request", non_negative(int)),
+    Setting("metadata.max.age.ms", 30_000, "refresh metadata this often (subscribe(pattern=...) sees new "
+            "topics)", positive(int)),
+    Setting("value.deserializer", None, "callable applied to each message value (None: bytes)",
+            _optional_callable),
+    Setting("key.deserializer", None, "callable applied to each message key that is not None",
+            _optional_callable),
+)
+
+
+def consumer_settings(config: Mapping[str, Any] | None, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """Resolve the consumer's settings (defaults, then ``config``, then ``kwargs``).
+
+    Raises:
+        ConfigError: an unknown key or a bad value.
+    """
+    values = resolve(SETTINGS, config, kwargs)
+    if values["heartbeat.interval.ms"] >= values["session.timeout.ms"]:
+        from rill.client.config import ConfigError
+
+        raise ConfigError(f"heartbeat.interval.ms ({values['heartbeat.interval.ms']}) must be below "
+                          f"session.timeout.ms ({values['session.timeout.ms']})")
+    return values

@@ -1,0 +1,175 @@
+"""Fakes for the consumer's unit tests: a clock, a broker channel, gRPC futures and a coordinator."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from rill.client.protocol import requests as rq
+from rill.client.protocol.framing import INT16, INT32
+from rill.v1 import coordinator_pb2 as pb
+
+
+class FakeClock:
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class FakeMetadata:
+    """ClusterMetadata's surface the fetcher and group client use: one broker leads everything."""
+
+    def __init__(self, partitions: dict[str, int] | None = None) -> None:
+        self.brokers = {0: rq.BrokerInfo(0, "127.0.0.1", 1, 2)}
+        self.topics = {t: rq.TopicMetadata(t, 0, (0,) * n) for t, n in (partitions or {"t": 4}).items()}
+        self.refreshes = 0
+
+    def leader(self, topic: str, partition: int) -> rq.BrokerInfo | None:
+        t = self.topics.get(topic)
+        return self.brokers[0] if t is not None and 0 <= partition < t.partitions else None
+
+    def refresh(self, topics: Any = ()) -> None:
+        self.refreshes += 1
+
+    def partitions(self, topic: str) -> int | None:
+        t = self.topics.get(topic)
+        return t.partitions if t else None
+
+
+class FakeChannel:
+    """A BrokerChannel whose responses the test hands in."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self.node_id, self.host, self.port = 0, "127.0.0.1", 1
+        self.clock = clock
+        self.closed = False
+        self.error: str | None = None
+        self.in_flight: deque[tuple[Any, float]] = deque()
+        self.sent: list[rq.FetchWaitRequest] = []
+        self._ready: list[tuple[Any, memoryview]] = []
+
+    def send(self, frame: bytes, context: Any) -> None:
+        kind, request = rq.decode_request(memoryview(frame)[4:])
+        assert kind == rq.RequestType.FETCH_WAIT
+        self.sent.append(request)  # type: ignore[arg-type]
+        self.in_flight.append((context, self.clock()))
+
+    def respond(self, blocks: Sequence[tuple[int, bytes]], error: int = 0) -> None:
+        context, _ = self.in_flight.popleft()
+        body = INT16.pack(error) + b"".join(INT32.pack(2 + len(d)) + INT16.pack(e) + d for e, d in blocks)
+        self._ready.append((context, memoryview(body)))
+
+    def handle(self, mask: int) -> list[tuple[Any, memoryview]]:
+        ready, self._ready = self._ready, []
+        return ready
+
+    def take_failed(self) -> list[Any]:
+        contexts = [c for c, _ in self.in_flight]
+        self.in_flight.clear()
+        return contexts
+
+    def close(self, reason: str | None = None) -> None:
+        self.closed = True
+        self.error = self.error or reason
+
+
+class FakeFuture:
+    """A grpc.Future the test completes."""
+
+    def __init__(self, result: Any = None, error: BaseException | None = None, done: bool = False) -> None:
+        self._result, self._error, self._done = result, error, done or result is not None or error is not None
+        self.callbacks: list[Callable[[Any], None]] = []
+        self.cancelled = False
+
+    def done(self) -> bool:
+        return self._done
+
+    def result(self) -> Any:
+        if self._error is not None:
+            raise self._error
+        return self._result
+
+    def complete(self, result: Any) -> None:
+        self._result, self._done = result, True
+        for cb in self.callbacks:
+            cb(self)
+
+    def cancel(self) -> bool:
+        self.cancelled = True
+        return True
+
+    def add_done_callback(self, cb: Callable[[Any], None]) -> None:
+        self.callbacks.append(cb)
+        if self._done:
+            cb(self)
+
+
+class FakeCoordinator:
+    """The AdminClient surface of the group client, answering from fields the test sets."""
+
+    address = "127.0.0.1:2"
+
+    def __init__(self) -> None:
+        self.registers: list[dict[str, Any]] = []
+        self.register_futures: deque[FakeFuture] = deque()
+        self.heartbeats: list[dict[str, Any]] = []
+        self.heartbeat_answer = pb.NONE
+        self.commits: list[dict[str, Any]] = []
+        self.commit_answer = pb.NONE
+        self.rewinds: list[Any] = []
+        self.left: list[str] = []
+        self.created = 0
+
+    def list_groups(self, names: Sequence[str] = ()) -> pb.ListGroupsResponse:
+        info = pb.GroupInfo(group_name=names[0], controller_broker=pb.Broker(host="127.0.0.1", grpc_port=2),
+                            session_timeout=10_000)
+        return pb.ListGroupsResponse(groups_info=[info])
+
+    def create_group(self, *args: Any, **kwargs: Any) -> pb.CreateGroupResponse:
+        self.created += 1
+        return pb.CreateGroupResponse(coordinator=pb.Broker(host="127.0.0.1", grpc_port=2))
+
+    def register_consumer_future(self, group: str, consumer_id: str, topics: Sequence[str],
+                                 static_partitions: Sequence[tuple[str, int]], session_timeout_ms: int,
+                                 timeout: float) -> FakeFuture:
+        self.registers.append({"consumer_id": consumer_id, "topics": list(topics), "static": list(static_partitions)})
+        return self.register_futures.popleft() if self.register_futures else FakeFuture()
+
+    def heartbeat_future(self, group: str, consumer_id: str, generation: int, session_timeout_ms: int,
+                         timeout: float) -> FakeFuture:
+        self.heartbeats.append({"consumer_id": consumer_id, "generation": generation})
+        return FakeFuture(pb.HeartbeatResponse(controller_generation=generation, error_code=self.heartbeat_answer))
+
+    def commit(self, group: str, offsets: Sequence[tuple[str, int, int]], *, consumer_id: str = "",
+               generation: int = 0) -> pb.CommitOffsetsResponse:
+        self.commits.append({"offsets": list(offsets), "consumer_id": consumer_id, "generation": generation})
+        return pb.CommitOffsetsResponse(error_code=self.commit_answer, offsets=[
+            pb.PartitionOffset(topic=t, partition=p, offset=o, error_code=self.commit_answer) for t, p, o in offsets])
+
+    def rewind(self, group: str, offsets: Sequence[tuple[str, int, int]], **kwargs: Any) -> pb.RewindConsumerResponse:
+        self.rewinds.append(list(offsets))
+        return pb.RewindConsumerResponse(actual_offsets=[pb.PartitionOffset(topic=t, partition=p, offset=o)
+                                                         for t, p, o in offsets])
+
+    def leave_group(self, group: str, consumer_id: str) -> pb.LeaveGroupResponse:
+        self.left.append(consumer_id)
+        return pb.LeaveGroupResponse()
+
+    def fetch_offsets(self, group: str, partitions: Sequence[tuple[str, int]] = ()) -> pb.FetchOffsetsResponse:
+        return pb.FetchOffsetsResponse(offsets=[pb.PartitionOffset(topic=t, partition=p, offset=-1)
+                                                for t, p in partitions])
+
+    def close(self) -> None:
+        pass
+
+
+def joined(member: str, generation: int, partitions: dict[tuple[str, int], int]) -> pb.RegisterConsumerResponse:
+    return pb.RegisterConsumerResponse(
+        consumer_id=member, generation=generation, session_timeout=10_000,
+        partitions_to_own=[pb.PartitionOffset(topic=t, partition=p, offset=o) for (t, p), o in partitions.items()])
