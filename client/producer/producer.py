@@ -33,7 +33,8 @@ from rill.client.producer.accumulator import RecordAccumulator, Unassigned, enco
 from rill.client.producer.errors import ProducerClosed, ProducerTimeout
 from rill.client.producer.future import MESSAGE_OVERHEAD, BatchResult, SendResponse
 from rill.client.producer.partitioner import partitioner_for
-from rill.client.producer.sender import ProducerMetadata, Sender, SenderConfig
+from rill.client.producer.metadata import ProducerMetadata
+from rill.client.producer.sender import Sender, SenderConfig
 from rill.client.protocol import requests as rq
 from rill.client.protocol.messages import CODEC_GZIP, CODEC_NONE
 from rill.client.topics import validate_topic
