@@ -10,8 +10,16 @@
             process(message)
         consumer.commit()
 
+This module holds the class with its construction, identity, subscription calls,
+poll() and its loop, metrics() and close(); the other calls come from
+:mod:`~rill.client.consumer.positions` (position, seek, pause, log bounds) and
+:mod:`~rill.client.consumer.group_offsets` (commit, committed, rewinds), on the shared
+base :mod:`~rill.client.consumer.calls`.
+
 The pieces: :mod:`~rill.client.consumer.subscription` (what is owned, positions,
 pauses), :mod:`~rill.client.consumer.fetcher` (pipelined long-poll fetches),
+:mod:`~rill.client.consumer.offset_fetcher` (offsets by time, position resets),
+:mod:`~rill.client.consumer.metadata_refresh` (when metadata is refreshed),
 :mod:`~rill.client.consumer.group` (the coordinator client) and
 :mod:`~rill.client.consumer.network` (non-blocking sockets, the one wait).
 
@@ -30,26 +38,29 @@ from typing import Any
 
 import structlog
 
-from rill.client.consumer.errors import IllegalStateError, NoOffsetForPartition
+from rill.client.consumer.errors import NoOffsetForPartition
 from rill.client.consumer.fetcher import FetchConfig, Fetcher
-from rill.client.consumer.group import STABLE, GroupClient
+from rill.client.consumer.group import GroupClient
+from rill.client.consumer.group_offsets import GroupOffsetCalls
+from rill.client.consumer.membership import STABLE
+from rill.client.consumer.metadata_refresh import MetadataRefresh
 from rill.client.consumer.network import Network
+from rill.client.consumer.offset_fetcher import OffsetFetcher
+from rill.client.consumer.positions import PositionCalls
 from rill.client.consumer.settings import consumer_settings
-from rill.client.consumer.subscription import EARLIEST, LATEST, SubscriptionState, TopicPartition
+from rill.client.consumer.subscription import SubscriptionState, TopicPartition
 from rill.client.errors import RillError
 from rill.client.metadata import ClusterMetadata
 from rill.client.protocol import requests as rq
 from rill.client.protocol.messages import Message
 from rill.client.topics import validate_topic
-from rill.v1 import coordinator_pb2 as pb
 
 log = structlog.get_logger(__name__)
 
-PartitionLike = tuple[str, int]
 Callback = Callable[[list[TopicPartition]], None]
 
 
-class Consumer:
+class Consumer(PositionCalls, GroupOffsetCalls):
     """Consume messages from rill brokers, alone or as a member of a consumer group.
 
     ``Consumer(config=None, *, on_assign=None, on_revoke=None, **settings)``: settings
@@ -74,8 +85,7 @@ class Consumer:
         self.config = settings
         self._clock: Callable[[], float] = time.monotonic
         self._max_poll_records: int = settings["max.poll.records"]
-        self._retry_backoff: float = settings["retry.backoff.ms"] / 1000.0
-        self._metadata_max_age: float = settings["metadata.max.age.ms"] / 1000.0
+        retry_backoff: float = settings["retry.backoff.ms"] / 1000.0
         self._value_deserializer: Callable[[bytes], Any] | None = settings["value.deserializer"]
         self._key_deserializer: Callable[[bytes], Any] | None = settings["key.deserializer"]
         request_timeout = settings["request.timeout.ms"] / 1000.0
@@ -85,13 +95,15 @@ class Consumer:
         self._fetcher = Fetcher(self._subscription, self._metadata, self._network, FetchConfig(
             max_bytes=settings["fetch.max.bytes"], max_partition_bytes=settings["max.partition.fetch.bytes"],
             max_wait_ms=settings["fetch.max.wait.ms"], min_bytes=settings["fetch.min.bytes"],
-            request_timeout=request_timeout, retry_backoff=self._retry_backoff), self._clock)
+            request_timeout=request_timeout, retry_backoff=retry_backoff), self._clock)
+        self._offsets = OffsetFetcher(self._subscription, self._metadata, self._fetcher, self._fetcher.config,
+                                      self._clock)
         self._group: GroupClient | None = None
         if settings["group.id"] is not None:
             self._group = GroupClient(settings["group.id"], settings, self._subscription, self._fetcher,
                                       self._metadata, self._network, self._clock, on_assign, on_revoke)
-        self._metadata_retry_at = 0.0
-        self._pattern_refresh_at = math.inf
+        self._refresh = MetadataRefresh(self._metadata, self._subscription, self._fetcher, self._group,
+                                        max_age=settings["metadata.max.age.ms"] / 1000.0, retry_backoff=retry_backoff)
         self._closed = False
         self._stats = {"polls": 0, "records": 0}
 
@@ -181,9 +193,9 @@ class Consumer:
         sub.pattern = compiled
         if compiled is None:
             sub.matched = set()
-            self._pattern_refresh_at = math.inf
+            self._refresh.stop_matching()
         else:
-            self._pattern_refresh_at = 0.0  # match at the next poll
+            self._refresh.match_pattern_soon()
         if changed:
             group.request_rejoin("subscription replaced")
 
@@ -192,7 +204,7 @@ class Consumer:
         self._check_open()
         sub = self._subscription
         sub.topics, sub.pattern, sub.matched = set(), None, set()
-        self._pattern_refresh_at = math.inf
+        self._refresh.stop_matching()
         sub.static.clear()
         if self._group is not None:
             self._group.request_rejoin("unsubscribed")
@@ -269,8 +281,8 @@ class Consumer:
     def _maintain(self, now: float) -> None:
         if self._group is not None:
             self._group.tick(now)
-        self._maybe_refresh_metadata(now)
-        self._fetcher.reset_positions()
+        self._refresh.maybe_refresh(now)
+        self._offsets.reset_positions()
         self._raise_partition_errors()
 
     def _raise_partition_errors(self) -> None:
@@ -282,222 +294,19 @@ class Consumer:
             raise errors[0][1]
 
     def _next_deadline(self, now: float) -> float:
-        deadlines = [self._pattern_refresh_at]
+        deadlines = [self._refresh.next_deadline(now)]
         if self._group is not None:
             deadlines.append(self._group.next_deadline(now))
         fetch = self._fetcher.next_deadline(now)
         if fetch is not None:
             deadlines.append(fetch)
-        if self._metadata_needed():
-            deadlines.append(max(now, self._metadata_retry_at))
         return min(deadlines)
-
-    def _metadata_needed(self) -> bool:
-        if self._fetcher.needs_metadata:
-            return True
-        return any(self._metadata.leader(tp.topic, tp.partition) is None for tp in self._subscription.assignment)
-
-    def _maybe_refresh_metadata(self, now: float) -> None:
-        pattern_due = now >= self._pattern_refresh_at
-        if not (pattern_due or self._metadata_needed()) or now < self._metadata_retry_at:
-            return
-        sub = self._subscription
-        topics = () if pattern_due else {tp.topic for tp in sub.assignment} | sub.subscribed_topics()
-        try:
-            self._metadata.refresh(topics)
-        except RillError as exc:
-            log.warning("consumer.metadata_failed", reason=str(exc), group=self.group_id)
-            self._metadata_retry_at = now + self._retry_backoff
-            return
-        self._fetcher.needs_metadata = False
-        self._metadata_retry_at = now + self._retry_backoff
-        if pattern_due:
-            self._pattern_refresh_at = now + self._metadata_max_age
-            if sub.set_matched(self._metadata.topics) and self._group is not None:
-                log.info("consumer.pattern_matched", group=self.group_id, topics=sorted(sub.matched))
-                self._group.request_rejoin("the pattern matches other topics")
 
     def _deserialize(self, records: list[Message]) -> list[Message]:
         value, key = self._value_deserializer, self._key_deserializer
         return [Message(m.topic, m.partition, m.offset, m.next_offset,
                         value(m.value) if value is not None else m.value,
                         key(m.key) if key is not None and m.key is not None else m.key) for m in records]
-
-    # ---------------------------------------------------------------- commits
-
-    def commit(self, topic: str | None = None, partition: int | None = None, *,
-               offsets: Mapping[PartitionLike, int] | None = None) -> None:
-        """Commit positions to the group (blocking: returns when they are durable).
-
-        ``commit()``: every owned partition's position (the offset after the last
-        message poll() returned), ``commit(topic)``: those of one topic,
-        ``commit(topic, partition)``: one partition's; partitions whose position equals
-        what was last committed are skipped (no request when nothing changed).
-        ``commit(offsets={(topic, partition): offset})``: exactly these offsets (each
-        must be a message boundary, typically a message's ``next_offset``).
-
-        Raises:
-            CommitFailed: nothing was stored: the coordinator's error code, per partition
-                (NOT_OWNER, UNKNOWN_MEMBER after an eviction, ILLEGAL_GENERATION,
-                REBALANCE_IN_PROGRESS after a rewind ...), or this consumer is rejoining.
-            IllegalStateError: no ``group.id``; ``commit(topic, partition)`` for a partition
-                this consumer does not own; closed.
-            ConnectionClosed: the coordinator could not be reached.
-        """
-        self._check_open()
-        group = self._require_group("commit()")
-        sub = self._subscription
-        if offsets is not None:
-            if topic is not None or partition is not None:
-                raise ValueError("give either topic/partition or offsets, not both")
-            chosen = {TopicPartition(*tp): offset for tp, offset in offsets.items()}
-        elif topic is not None and partition is not None:
-            tp = TopicPartition(topic, partition)
-            if tp not in sub.assignment:
-                raise IllegalStateError(f"{topic}-{partition} is not assigned to this consumer "
-                                        f"(assigned: {_names(sub.assignment)})")
-            chosen = {k: v for k, v in sub.uncommitted().items() if k == tp}
-        elif topic is not None:
-            chosen = {k: v for k, v in sub.uncommitted().items() if k.topic == topic}
-        else:
-            if partition is not None:
-                raise ValueError("commit(partition=...) needs a topic")
-            chosen = sub.uncommitted()
-        group.commit(chosen)
-
-    def committed(self, partition: PartitionLike) -> int | None:
-        """The group's committed offset of ``partition`` (None when none is committed); blocking.
-
-        Raises:
-            IllegalStateError: no ``group.id``. GroupCoordinatorError, ConnectionClosed.
-        """
-        self._check_open()
-        tp = TopicPartition(*partition)
-        return self._require_group("committed()").fetch_committed([tp])[tp]
-
-    # ---------------------------------------------------------------- positions
-
-    def position(self, partition: PartitionLike) -> int:
-        """The offset of the next message poll() will return for an owned partition.
-
-        A pending reset (``auto.offset.reset``, seek_to_beginning/end) is resolved now
-        (blocking, one OFFSETS request).
-
-        Raises:
-            IllegalStateError: the partition is not owned. NoOffsetForPartition: no
-            position and ``auto.offset.reset`` is "none". BrokerError, ConnectionClosed:
-            the lookup failed.
-        """
-        self._check_open()
-        tp = self._owned(partition)
-        state = self._subscription.state(tp)
-        if state.position is None:
-            if state.reset in (EARLIEST, LATEST):
-                time_value = rq.EARLIEST_TIME if state.reset == EARLIEST else rq.LATEST_TIME
-                self._subscription.seek(tp, self._fetcher.offset_for(tp, time_value))
-            else:
-                raise NoOffsetForPartition([tp])
-        position = self._subscription.state(tp).position
-        assert position is not None
-        return position
-
-    def seek(self, topic: str, partition: int, offset: int) -> None:
-        """Make ``offset`` the position of an owned partition (local: nothing is committed).
-
-        The next poll() returns messages from there; anything fetched before is dropped.
-        ``offset`` must be a message boundary (a message's ``offset`` or
-        ``next_offset``); otherwise poll() raises InvalidOffset for the partition.
-        Clears the partition's error, if any.
-
-        Raises:
-            IllegalStateError: the partition is not owned. ValueError: a negative offset.
-        """
-        self._check_open()
-        if offset < 0:
-            raise ValueError(f"offset must be >= 0, got {offset}")
-        self._subscription.seek(self._owned((topic, partition)), offset)
-
-    def seek_to_beginning(self, *partitions: PartitionLike) -> None:
-        """Start the owned ``partitions`` (default: all owned) from their earliest offset at the next poll()."""
-        self._seek_to(EARLIEST, partitions)
-
-    def seek_to_end(self, *partitions: PartitionLike) -> None:
-        """Start the owned ``partitions`` (default: all owned) from their end (only new messages)."""
-        self._seek_to(LATEST, partitions)
-
-    def _seek_to(self, strategy: str, partitions: tuple[PartitionLike, ...]) -> None:
-        self._check_open()
-        chosen = [self._owned(p) for p in partitions] if partitions else list(self._subscription.assignment)
-        for tp in chosen:
-            self._subscription.request_reset(tp, strategy)
-
-    def pause(self, *partitions: PartitionLike) -> None:
-        """Stop fetching and returning the owned ``partitions`` until resume() (messages already
-        fetched stay buffered). A rebalance forgets pauses of partitions it takes away."""
-        self._check_open()
-        self._subscription.pause([self._owned(p) for p in partitions])
-
-    def resume(self, *partitions: PartitionLike) -> None:
-        self._check_open()
-        self._subscription.resume([TopicPartition(*p) for p in partitions])
-
-    def paused(self) -> set[TopicPartition]:
-        return set(self._subscription.paused)
-
-    def beginning_offsets(self, partitions: Iterable[PartitionLike]) -> dict[TopicPartition, int]:
-        """The first offset still in each partition's log (blocking OFFSETS requests)."""
-        self._check_open()
-        return {tp: self._fetcher.offset_for(tp, rq.EARLIEST_TIME) for tp in map(_tp, partitions)}
-
-    def end_offsets(self, partitions: Iterable[PartitionLike]) -> dict[TopicPartition, int]:
-        """Each partition's log end offset: where the next message will go (blocking OFFSETS requests)."""
-        self._check_open()
-        return {tp: self._fetcher.offset_for(tp, rq.LATEST_TIME) for tp in map(_tp, partitions)}
-
-    # ---------------------------------------------------------------- rewind (the whole group)
-
-    def rewind_offsets(self, offsets: Iterable[tuple[str, int, int]]) -> dict[TopicPartition, int]:
-        """Move the group's offsets of these partitions, live (seed 003 "Offset Rewind").
-
-        This consumer stops fetching, sends RewindConsumer to the coordinator, and the
-        coordinator commits the new offsets and tells the partitions' owners (through
-        their heartbeats) to re-register; they resume from the new offsets. When this
-        consumer owns some of them it re-registers at its next poll(). Each offset must
-        be a message boundary of its partition (or its log end). All move or none does.
-
-        Returns:
-            The offset each partition moved to.
-
-        Raises:
-            RewindFailed: nothing moved (codes per partition). IllegalStateError: no group.
-            ConnectionClosed: the coordinator could not be reached.
-        """
-        self._check_open()
-        entries = [(validate_topic(t), p, o) for t, p, o in offsets]
-        if not entries:
-            raise ValueError("no partitions to rewind")
-        return self._require_group("rewind_offsets()").rewind(entries)
-
-    def rewind_to_time(self, timestamp_ms: int, topics: Iterable[str] | None = None) -> dict[TopicPartition, int]:
-        """Rewind the group (see rewind_offsets) to the first message appended at or after
-        ``timestamp_ms`` (ms since the epoch), in every partition of ``topics``, or of every
-        topic the group consumes when ``topics`` is None. A partition with nothing that
-        recent goes to its end.
-
-        Returns, Raises: as rewind_offsets.
-        """
-        self._check_open()
-        group = self._require_group("rewind_to_time()")
-        entries: list[tuple[str, int, int]] = []
-        if topics is not None:
-            names = sorted({validate_topic(t) for t in topics})
-            self._metadata.refresh(names)
-            for topic in names:
-                count = self._metadata.partitions(topic)
-                if count is None:
-                    raise IllegalStateError(f"topic {topic!r} does not exist")
-                entries.extend((topic, p, 0) for p in range(count))
-        return group.rewind(entries, target=pb.TIMESTAMP, timestamp_ms=timestamp_ms)
 
     # ---------------------------------------------------------------- metrics
 
@@ -512,7 +321,7 @@ class Consumer:
         partitions: dict[str, dict[str, int | None]] = {}
         for tp, state in sorted(self._subscription.assignment.items()):
             try:
-                end: int | None = self._fetcher.offset_for(tp, rq.LATEST_TIME)
+                end: int | None = self._offsets.offset_for(tp, rq.LATEST_TIME)
             except (RillError, LookupError):
                 end = None
             lag = end - state.position if end is not None and state.position is not None else None
@@ -551,6 +360,7 @@ class Consumer:
             if group is not None:
                 group.close()
             self._fetcher.close()
+            self._offsets.close()
             self._network.close()
             log.info("consumer.closed", group=self.group_id)
 
@@ -560,31 +370,3 @@ class Consumer:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.close()
-
-    # ---------------------------------------------------------------- helpers
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise IllegalStateError("the consumer is closed")
-
-    def _require_group(self, what: str) -> GroupClient:
-        if self._group is None:
-            raise IllegalStateError(f"{what} needs a group.id (this consumer has none: it can only read static "
-                                    "partitions, from positions it keeps itself)")
-        return self._group
-
-    def _owned(self, partition: PartitionLike) -> TopicPartition:
-        tp = _tp(partition)
-        if tp not in self._subscription.assignment:
-            raise IllegalStateError(f"{tp.topic}-{tp.partition} is not assigned to this consumer "
-                                    f"(assigned: {_names(self._subscription.assignment)})")
-        return tp
-
-
-def _tp(partition: PartitionLike) -> TopicPartition:
-    topic, number = partition
-    return TopicPartition(topic, number)
-
-
-def _names(partitions: Iterable[TopicPartition]) -> str:
-    return ", ".join(f"{t}-{p}" for t, p in sorted(partitions)) or "none"

@@ -16,19 +16,11 @@ exception is a message larger than those: the fetch of that partition grows to t
 message's size, up to 64 MiB (``DEFAULT_FETCH_SIZE_LIMIT``), as the simple consumer
 does.
 
-Per-partition outcomes of a fetch:
-
-- data: a chunk; the position moves as poll() returns its messages.
-- a message failing its CRC or framing check: the messages before it form a chunk;
-  once they are returned, the partition fails with CorruptMessageError (the bad
-  message is never returned; see SubscriptionState.fail).
-- OffsetOutOfRange (retention deleted the data): the position is reset by
-  ``auto.offset.reset`` (logged as ``consumer.offset_out_of_range``), or with "none"
-  the partition fails with OffsetOutOfRange.
-- UnknownTopic, RequestTimedOut, StorageError, Unknown: retried after
-  ``retry.backoff.ms`` (logged); any other broker error fails the partition.
-- connection failures and request timeouts: the broker's fetches are retried after a
-  backoff and metadata is refreshed (the partition may have moved).
+What one partition's block of a response does (data, a corrupt message, a message
+too big for the fetch, broker errors) is :mod:`~rill.client.consumer.partition_fetch`;
+connection failures and request timeouts are the fetcher's: the broker's fetches are
+retried after a backoff and metadata is refreshed (the partition may have moved).
+Offsets by time and position resets are :mod:`~rill.client.consumer.offset_fetcher`.
 
 Results of a fetch sent before a seek, a reset or a rebalance are dropped (the
 partition's epoch changed). When every partition of a broker's in-flight fetch is
@@ -48,19 +40,16 @@ from typing import NamedTuple
 import structlog
 
 from rill.client.consumer.network import BrokerChannel, Network
-from rill.client.consumer.subscription import EARLIEST, LATEST, SubscriptionState, TopicPartition
-from rill.client.errors import (CorruptMessageError, ErrorCode, InvalidFetchSize, OffsetOutOfRange,
-                                error_for_code)
+from rill.client.consumer.partition_fetch import Chunk, Fetched, PartitionFetch, decode_chunk, handle_error
+from rill.client.consumer.subscription import SubscriptionState, TopicPartition
 from rill.client.metadata import ClusterMetadata
 from rill.client.protocol import requests as rq
 from rill.client.protocol.framing import DecodeError
-from rill.client.protocol.messages import LENGTH, Message, decode_message_set, scan
-from rill.client.simple import DEFAULT_FETCH_SIZE_LIMIT, SimpleConsumer
+from rill.client.protocol.messages import Message
+from rill.client.simple import DEFAULT_FETCH_SIZE_LIMIT
 
 log = structlog.get_logger(__name__)
 
-RETRIABLE = frozenset({ErrorCode.UNKNOWN, ErrorCode.UNKNOWN_TOPIC, ErrorCode.REQUEST_TIMED_OUT,
-                       ErrorCode.STORAGE_ERROR})
 RESPONSE_OVERHEAD = 64 * 1024  # frame and block headers on top of the message bytes
 
 
@@ -73,49 +62,11 @@ class FetchConfig(NamedTuple):
     retry_backoff: float  # seconds
 
 
-class _Fetched(NamedTuple):
-    """One partition of an in-flight request: where it fetched from and in which epoch."""
-
-    tp: TopicPartition
-    epoch: int
-    offset: int
-    max_size: int
-
-
 class _Request(NamedTuple):
     """An in-flight FETCH_WAIT: its partitions, and whether the broker may hold it (long poll)."""
 
-    fetches: list[_Fetched]
+    fetches: list[Fetched]
     long_poll: bool
-
-
-class _Chunk:
-    """Decoded messages of one partition from one response; ``pos`` of them already returned."""
-
-    __slots__ = ("tp", "epoch", "records", "pos", "end", "error")
-
-    def __init__(self, tp: TopicPartition, epoch: int, records: list[Message], end: int,
-                 error: BaseException | None) -> None:
-        self.tp = tp
-        self.epoch = epoch
-        self.records = records
-        self.pos = 0
-        self.end = end  # the offset after the chunk's last whole message
-        self.error = error  # raised (via SubscriptionState.fail) once the records are returned
-
-
-class _PartitionFetch:
-    """Fetch state of one owned partition in one epoch."""
-
-    __slots__ = ("epoch", "offset", "in_flight", "chunks", "size", "retry_at")
-
-    def __init__(self, epoch: int, offset: int) -> None:
-        self.epoch = epoch
-        self.offset = offset  # where the next fetch starts
-        self.in_flight = False
-        self.chunks = 0  # chunks buffered and not yet fully returned
-        self.size = 0  # a grown fetch size for a message bigger than the usual one (0: usual)
-        self.retry_at = 0.0
 
 
 class Fetcher:
@@ -130,15 +81,14 @@ class Fetcher:
         self.clock = clock
         self.channels: dict[int, BrokerChannel] = {}
         self._retry_broker_at: dict[int, float] = {}
-        self._partitions: dict[TopicPartition, _PartitionFetch] = {}
-        self._completed: list[_Chunk] = []
-        self._offset_clients: dict[int, SimpleConsumer] = {}
+        self._partitions: dict[TopicPartition, PartitionFetch] = {}
+        self._completed: list[Chunk] = []
         self.needs_metadata = False
         self.stats = {"fetches": 0, "bytes": 0, "records": 0}
 
     # ---------------------------------------------------------------- sending
 
-    def _state(self, tp: TopicPartition) -> _PartitionFetch | None:
+    def _state(self, tp: TopicPartition) -> PartitionFetch | None:
         """The fetch state of a fetchable partition in its current epoch (None: not fetchable)."""
         sub = self.subscription
         if not sub.fetchable(tp):
@@ -147,7 +97,7 @@ class Fetcher:
         state = self._partitions.get(tp)
         if state is None or state.epoch != ps.epoch:
             assert ps.position is not None
-            state = self._partitions[tp] = _PartitionFetch(ps.epoch, ps.position)
+            state = self._partitions[tp] = PartitionFetch(ps.epoch, ps.position)
         return state
 
     def send_fetches(self) -> int:
@@ -184,9 +134,9 @@ class Fetcher:
         self._forget_stale()
         return sent
 
-    def _eligible(self, now: float) -> tuple[dict[int, list[tuple[TopicPartition, _PartitionFetch]]], set[int]]:
+    def _eligible(self, now: float) -> tuple[dict[int, list[tuple[TopicPartition, PartitionFetch]]], set[int]]:
         """Partitions to fetch now by leader, and the leaders with a partition held back (two chunks buffered)."""
-        wanted: dict[int, list[tuple[TopicPartition, _PartitionFetch]]] = {}
+        wanted: dict[int, list[tuple[TopicPartition, PartitionFetch]]] = {}
         held: set[int] = set()
         for tp in self.subscription.assignment:
             state = self._state(tp)
@@ -215,13 +165,13 @@ class Fetcher:
                 if state is not None and state.epoch == f.epoch:
                     state.in_flight = False
 
-    def _send(self, channel: BrokerChannel, wanted: list[tuple[TopicPartition, _PartitionFetch]],
+    def _send(self, channel: BrokerChannel, wanted: list[tuple[TopicPartition, PartitionFetch]],
               long_poll: bool) -> None:
         share = max(1, min(self.config.max_partition_bytes, self.config.max_bytes // len(wanted)))
         fetched = []
         for tp, state in wanted:
             size = max(share, state.size)
-            fetched.append(_Fetched(tp, state.epoch, state.offset, size))
+            fetched.append(Fetched(tp, state.epoch, state.offset, size))
             state.in_flight = True
         max_wait = self.config.max_wait_ms if long_poll else 0
         frame = rq.encode_fetch_wait([rq.FetchRequest(f.tp.topic, f.tp.partition, f.offset, f.max_size)
@@ -329,67 +279,14 @@ class Fetcher:
                 continue  # fetched before a seek, reset or rebalance: drop
             state.in_flight = False
             if code:
-                self._on_error(f, state, code)
+                if handle_error(self.subscription, f, state, code, self.clock, self.config.retry_backoff):
+                    self.needs_metadata = True
             elif data:
-                self._on_data(f, state, data)
+                chunk = decode_chunk(self.subscription, f, state, data)
+                if chunk is not None:
+                    self.stats["records"] += len(chunk.records)
+                    self._completed.append(chunk)
             self.stats["bytes"] += len(data)
-
-    def _on_data(self, f: _Fetched, state: _PartitionFetch, data: memoryview) -> None:
-        error: BaseException | None = None
-        try:
-            records, consumed = decode_message_set(data, f.tp.topic, f.tp.partition, f.offset)
-        except CorruptMessageError as exc:
-            error = exc
-            valid = scan(data).valid_bytes
-            records, consumed = decode_message_set(data[:valid], f.tp.topic, f.tp.partition, f.offset)
-            log.error("consumer.corrupt_message", topic=f.tp.topic, partition=f.tp.partition,
-                      offset=f.offset + consumed, error=str(exc))
-        if consumed == 0 and error is None:
-            self._grow(f, state, data)
-            return
-        state.size = 0
-        state.offset = f.offset + consumed
-        if error is not None:
-            state.retry_at = math.inf  # nothing after a corrupt message is fetched (the partition fails)
-        state.chunks += 1
-        self.stats["records"] += len(records)
-        self._completed.append(_Chunk(f.tp, f.epoch, records, f.offset + consumed, error))
-
-    def _grow(self, f: _Fetched, state: _PartitionFetch, data: memoryview) -> None:
-        needed = 4 + LENGTH.unpack_from(data)[0] if len(data) >= 4 else f.max_size + 1
-        if needed > DEFAULT_FETCH_SIZE_LIMIT:
-            self.subscription.fail(f.tp, InvalidFetchSize(
-                f"{f.tp.topic}-{f.tp.partition}: the message at offset {f.offset} needs a fetch of {needed} bytes, "
-                f"over the limit of {DEFAULT_FETCH_SIZE_LIMIT}"))
-            return
-        state.size = min(max(2 * f.max_size, needed), DEFAULT_FETCH_SIZE_LIMIT)
-        log.warning("consumer.fetch_size_too_small", topic=f.tp.topic, partition=f.tp.partition, offset=f.offset,
-                    fetch_size=f.max_size, new_fetch_size=state.size)
-
-    def _on_error(self, f: _Fetched, state: _PartitionFetch, code: int) -> None:
-        exc = error_for_code(code, f"fetch of {f.tp.topic}-{f.tp.partition} at offset {f.offset}: "
-                                   f"{error_for_code(code)}")
-        if isinstance(exc, OffsetOutOfRange):
-            reset = self.subscription.default_reset
-            if reset in (EARLIEST, LATEST):
-                log.warning("consumer.offset_out_of_range", topic=f.tp.topic, partition=f.tp.partition,
-                            offset=f.offset, reset=reset)
-                self.subscription.request_reset(f.tp, reset)
-            else:
-                log.error("consumer.offset_out_of_range", topic=f.tp.topic, partition=f.tp.partition,
-                          offset=f.offset, reset=reset)
-                self.subscription.fail(f.tp, exc)
-            return
-        if code in RETRIABLE:
-            state.retry_at = self.clock() + self.config.retry_backoff
-            if code == ErrorCode.UNKNOWN_TOPIC:
-                self.needs_metadata = True
-            log.warning("consumer.fetch_error", topic=f.tp.topic, partition=f.tp.partition, offset=f.offset,
-                        error=type(exc).__name__, retry_in_s=self.config.retry_backoff)
-            return
-        log.error("consumer.fetch_error", topic=f.tp.topic, partition=f.tp.partition, offset=f.offset,
-                  error=type(exc).__name__, detail=str(exc))
-        self.subscription.fail(f.tp, exc)
 
     # ---------------------------------------------------------------- returning messages
 
@@ -451,60 +348,22 @@ class Fetcher:
         self._completed.clear()
         self._partitions.clear()
 
-    # ---------------------------------------------------------------- offsets (OFFSETS requests)
+    # ---------------------------------------------------------------- retry backoff of a partition
 
-    def reset_positions(self) -> None:
-        """Look up the earliest or latest offset of every partition waiting for a reset.
+    def backing_off(self, tp: TopicPartition, epoch: int, now: float) -> bool:
+        """Is ``tp`` waiting out a retry backoff (a failed fetch or position reset) set in ``epoch``?"""
+        pending = self._partitions.get(tp)
+        return pending is not None and pending.epoch == epoch and pending.retry_at > now
 
-        Blocking: one OFFSETS request per partition to its leader, over a plain
-        connection of its own (the fetch connections may be busy with a long poll),
-        bounded by ``request.timeout.ms``. A failed lookup is retried on a later poll
-        after ``retry.backoff.ms``.
-        """
-        now = self.clock()
-        for tp in self.subscription.needs_reset():
-            state = self.subscription.assignment[tp]
-            strategy = state.reset
-            pending = self._partitions.get(tp)
-            if pending is not None and pending.epoch == state.epoch and pending.retry_at > now:
-                continue
-            try:
-                offset = self.offset_for(tp, rq.EARLIEST_TIME if strategy == EARLIEST else rq.LATEST_TIME)
-            except Exception as exc:  # noqa: BLE001 - any failure: log and retry later
-                log.warning("consumer.offset_lookup_failed", topic=tp.topic, partition=tp.partition,
-                            reset=strategy, error=str(exc))
-                retry = _PartitionFetch(state.epoch, -1)
-                retry.retry_at = now + self.config.retry_backoff
-                self._partitions[tp] = retry
-                continue
-            log.info("consumer.position_reset", topic=tp.topic, partition=tp.partition, reset=strategy,
-                     offset=offset)
-            self.subscription.seek(tp, offset)
-
-    def offset_for(self, tp: TopicPartition, time_value: int) -> int:
-        """OFFSETS for one partition at ``time_value`` (EARLIEST_TIME, LATEST_TIME or ms); blocking.
-
-        Raises:
-            BrokerError, ConnectionClosed: the lookup failed. LookupError: the leader is unknown.
-        """
-        leader = self.metadata.leader(tp.topic, tp.partition)
-        if leader is None:
-            self.metadata.refresh([tp.topic])
-            leader = self.metadata.leader(tp.topic, tp.partition)
-            if leader is None:
-                raise LookupError(f"no leader known for {tp.topic}-{tp.partition}")
-        client = self._offset_clients.get(leader.broker_id)
-        if client is None or (client.host, client.port) != (leader.host, leader.port):
-            client = self._offset_clients[leader.broker_id] = SimpleConsumer(
-                leader.host, leader.port, timeout=self.config.request_timeout)
-        offsets = client.offsets_before(tp.topic, tp.partition, time_value, 1)
-        return offsets[0] if offsets else 0
+    def back_off(self, tp: TopicPartition, epoch: int, until: float) -> None:
+        """Retry ``tp`` no earlier than ``until`` (a failed position reset): next_deadline() wakes the loop
+        then. Void once its epoch changes (seek, reset, rebalance) and forgotten by discard()."""
+        retry = PartitionFetch(epoch, -1)
+        retry.retry_at = until
+        self._partitions[tp] = retry
 
     def close(self) -> None:
         for channel in self.channels.values():
             channel.close()
         self.channels.clear()
-        for client in self._offset_clients.values():
-            client.close()
-        self._offset_clients.clear()
         self.discard()

@@ -9,6 +9,7 @@ from structlog.testing import capture_logs
 
 from rill.client.consumer.fetcher import FetchConfig, Fetcher
 from rill.client.consumer.network import Network
+from rill.client.consumer.offset_fetcher import OffsetFetcher
 from rill.client.consumer.subscription import EARLIEST, LATEST, SubscriptionState, TopicPartition
 from rill.client.errors import CorruptMessageError, ErrorCode, OffsetOutOfRange
 from rill.client.protocol.messages import encode_message, encode_message_set
@@ -183,13 +184,15 @@ def test_reset_positions_looks_up_earliest_or_latest(rig: Rig, monkeypatch: pyte
             raise ConnectionError("down")
         return 7 if time_value == -2 else 99
 
-    monkeypatch.setattr(rig.fetcher, "offset_for", offset_for)
-    rig.fetcher.reset_positions()
+    offsets = OffsetFetcher(rig.sub, FakeMetadata(), rig.fetcher, CONFIG, rig.clock)  # type: ignore[arg-type]
+    monkeypatch.setattr(offsets, "offset_for", offset_for)
+    offsets.reset_positions()
     assert rig.sub.positions() == {A: 7}
-    rig.fetcher.reset_positions()  # B waits for the backoff
+    offsets.reset_positions()  # B waits for the backoff (kept by the fetcher)
     assert len(calls) == 2
+    assert rig.fetcher.next_deadline(rig.clock.now) == pytest.approx(rig.clock.now + 0.1)
     rig.clock.advance(0.2)
-    rig.fetcher.reset_positions()
+    offsets.reset_positions()
     assert rig.sub.positions() == {A: 7, B: 99}
 
 

@@ -10,7 +10,8 @@ from structlog.testing import capture_logs
 
 from rill.client.consumer.errors import CommitFailed, GroupCoordinatorError, MemberEvicted
 from rill.client.consumer.fetcher import FetchConfig, Fetcher
-from rill.client.consumer.group import REGISTERING, STABLE, UNJOINED, GroupClient
+from rill.client.consumer.group import GroupClient
+from rill.client.consumer.membership import REGISTERING, STABLE, UNJOINED
 from rill.client.consumer.network import Network
 from rill.client.consumer.settings import consumer_settings
 from rill.client.consumer.subscription import SubscriptionState, TopicPartition
@@ -36,7 +37,7 @@ class Rig:
         self.group = GroupClient("g", s, self.sub, fetcher, FakeMetadata(), self.network,  # type: ignore[arg-type]
                                  self.clock, self.assigned.append, self.revoked.append)
         self.coordinator = FakeCoordinator()
-        self.group._admins["127.0.0.1:2"] = self.coordinator  # type: ignore[assignment]
+        self.group.coordinator_lookup._admins["127.0.0.1:2"] = self.coordinator  # type: ignore[assignment]
 
     def join(self, member: str = "m-1", generation: int = 1, partitions: dict | None = None) -> None:
         future = FakeFuture()

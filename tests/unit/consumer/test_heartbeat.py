@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rill.client.consumer.group import Heartbeat
+from rill.client.consumer.heartbeat import Heartbeat
 
 
 def test_due_after_each_interval_from_the_last_send() -> None:

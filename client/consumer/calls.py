@@ -1,0 +1,59 @@
+"""The base of the Consumer's groups of calls: the parts they share and the guards of every call.
+
+:class:`~rill.client.consumer.consumer.Consumer` is assembled from groups of public
+calls, one module each (:mod:`~rill.client.consumer.positions`,
+:mod:`~rill.client.consumer.group_offsets`, and the facade itself for subscription,
+poll, metrics and close). Each group subclasses :class:`ConsumerCalls`, which names
+the parts ``Consumer.__init__`` builds and provides the checks every call starts
+with: the consumer is open, it has a group, the partition is owned.
+
+Not thread-safe: see :class:`~rill.client.consumer.consumer.Consumer`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from rill.client.consumer.errors import IllegalStateError
+from rill.client.consumer.group import GroupClient
+from rill.client.consumer.offset_fetcher import OffsetFetcher
+from rill.client.consumer.subscription import SubscriptionState, TopicPartition
+from rill.client.metadata import ClusterMetadata
+
+PartitionLike = tuple[str, int]
+
+
+class ConsumerCalls:
+    """The parts shared by the Consumer's calls (set by ``Consumer.__init__``) and their guards."""
+
+    _subscription: SubscriptionState
+    _metadata: ClusterMetadata
+    _offsets: OffsetFetcher
+    _group: GroupClient | None
+    _closed: bool
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise IllegalStateError("the consumer is closed")
+
+    def _require_group(self, what: str) -> GroupClient:
+        if self._group is None:
+            raise IllegalStateError(f"{what} needs a group.id (this consumer has none: it can only read static "
+                                    "partitions, from positions it keeps itself)")
+        return self._group
+
+    def _owned(self, partition: PartitionLike) -> TopicPartition:
+        tp = to_tp(partition)
+        if tp not in self._subscription.assignment:
+            raise IllegalStateError(f"{tp.topic}-{tp.partition} is not assigned to this consumer "
+                                    f"(assigned: {partition_names(self._subscription.assignment)})")
+        return tp
+
+
+def to_tp(partition: PartitionLike) -> TopicPartition:
+    topic, number = partition
+    return TopicPartition(topic, number)
+
+
+def partition_names(partitions: Iterable[TopicPartition]) -> str:
+    return ", ".join(f"{t}-{p}" for t, p in sorted(partitions)) or "none"

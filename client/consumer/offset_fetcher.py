@@ -1,0 +1,97 @@
+"""Offsets by time (OFFSETS requests) and the position resets that use them (Kafka's OffsetFetcher).
+
+A partition whose position is unknown (no committed offset, OffsetOutOfRange,
+seek_to_beginning/end) waits for a reset to its earliest or latest offset:
+:meth:`OffsetFetcher.reset_positions`, called by every poll() before fetching, looks
+them up and seeks. position(), beginning_offsets(), end_offsets() and metrics() use
+:meth:`OffsetFetcher.offset_for` directly.
+
+Blocking: one OFFSETS request per partition to its leader, over a plain connection of
+its own (a :class:`~rill.client.simple.SimpleConsumer` per broker: the fetch
+connections may be busy with a long poll), bounded by ``request.timeout.ms``. A failed
+reset is retried on a later poll after ``retry.backoff.ms``; the backoff is kept in the
+fetcher's per-partition state (:meth:`Fetcher.back_off`), so the poll loop's wait
+wakes for it, and a seek, reset or rebalance cancels it.
+
+Not thread-safe: driven by the consumer's poll loop.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import structlog
+
+from rill.client.consumer.fetcher import FetchConfig, Fetcher
+from rill.client.consumer.subscription import EARLIEST, SubscriptionState, TopicPartition
+from rill.client.metadata import ClusterMetadata
+from rill.client.protocol import requests as rq
+from rill.client.simple import SimpleConsumer
+
+log = structlog.get_logger(__name__)
+
+
+class OffsetFetcher:
+    """OFFSETS lookups and position resets for the partitions of a SubscriptionState; see the module docstring."""
+
+    def __init__(self, subscription: SubscriptionState, metadata: ClusterMetadata, fetcher: Fetcher,
+                 config: FetchConfig, clock: Callable[[], float] = time.monotonic) -> None:
+        self.subscription = subscription
+        self.metadata = metadata
+        self.fetcher = fetcher
+        self.config = config
+        self.clock = clock
+        self._clients: dict[int, SimpleConsumer] = {}
+
+    def reset_positions(self) -> None:
+        """Look up the earliest or latest offset of every partition waiting for a reset.
+
+        Blocking: one OFFSETS request per partition to its leader, over a plain
+        connection of its own (the fetch connections may be busy with a long poll),
+        bounded by ``request.timeout.ms``. A failed lookup is retried on a later poll
+        after ``retry.backoff.ms``.
+        """
+        now = self.clock()
+        for tp in self.subscription.needs_reset():
+            state = self.subscription.assignment[tp]
+            strategy = state.reset
+            if self.fetcher.backing_off(tp, state.epoch, now):
+                continue
+            try:
+                offset = self.offset_for(tp, rq.EARLIEST_TIME if strategy == EARLIEST else rq.LATEST_TIME)
+            except Exception as exc:  # noqa: BLE001 - any failure: log and retry later
+                log.warning("consumer.offset_lookup_failed", topic=tp.topic, partition=tp.partition,
+                            reset=strategy, error=str(exc))
+                self.fetcher.back_off(tp, state.epoch, now + self.config.retry_backoff)
+                continue
+            log.info("consumer.position_reset", topic=tp.topic, partition=tp.partition, reset=strategy,
+                     offset=offset)
+            self.subscription.seek(tp, offset)
+
+    def offset_for(self, tp: TopicPartition, time_value: int) -> int:
+        """OFFSETS for one partition at ``time_value`` (EARLIEST_TIME, LATEST_TIME or ms); blocking.
+
+        Raises:
+            BrokerError, ConnectionClosed: the lookup failed. LookupError: the leader is unknown.
+        """
+        leader = self.metadata.leader(tp.topic, tp.partition)
+        if leader is None:
+            self.metadata.refresh([tp.topic])
+            leader = self.metadata.leader(tp.topic, tp.partition)
+            if leader is None:
+                raise LookupError(f"no leader known for {tp.topic}-{tp.partition}")
+        client = self._clients.get(leader.broker_id)
+        if client is None or (client.host, client.port) != (leader.host, leader.port):
+            if client is not None:
+                client.close()  # the broker moved: drop the connection to its old address
+            client = self._clients[leader.broker_id] = SimpleConsumer(
+                leader.host, leader.port, timeout=self.config.request_timeout)
+        offsets = client.offsets_before(tp.topic, tp.partition, time_value, 1)
+        return offsets[0] if offsets else 0
+
+    def close(self) -> None:
+        """Close the OFFSETS connections."""
+        for client in self._clients.values():
+            client.close()
+        self._clients.clear()
