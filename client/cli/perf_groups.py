@@ -40,30 +40,26 @@ Latencies are round trips measured by the client (nearest-rank percentiles).
 from __future__ import annotations
 
 import argparse
-import statistics
-import threading
 import time
-import uuid
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import grpc
 
 from rill.client.admin import AdminClient, error_name
-from rill.client.cli.common import CliError, info, positive_float, positive_int, topic_name
+from rill.client.cli.common import CliError, positive_float, positive_int, topic_name
 from rill.client.cli.groups import add_grpc_arguments
-from rill.client.cli.perf import percentile, report
+from rill.client.cli.perf import report
+from rill.client.cli.perf_group_members import (
+    CLIENT_ID, SETUP_HEARTBEAT_S, Member, MemberLoop, Timed, check_loops, closed, create_group, ensure_topic,
+    latency_figures, leave_all, rpc, run_id, stop_loops, wait_stable,
+)
+from rill.client.cli.perf_rebalance import run_rebalance
 from rill.client.connection import parse_address
-from rill.client.errors import ConnectionClosed
 from rill.client.simple import SimpleProducer
 from rill.v1 import coordinator_pb2 as pb
 from rill.v1 import coordinator_pb2_grpc as pb_grpc
 
-CLIENT_ID = "rill-perf"
-PROGRESS_INTERVAL = 5.0
-STABLE_POLL_S = 0.002
 MIN_SESSION_TIMEOUT_MS = 6000  # the broker's default group.min.session.timeout.ms
-SETUP_HEARTBEAT_S = 0.02  # heartbeat interval of the member loops that bring members in before timing
 
 
 def add_parsers(kinds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -127,241 +123,6 @@ def session_timeout(text: str) -> int:
     if value < MIN_SESSION_TIMEOUT_MS:
         raise argparse.ArgumentTypeError(f"expected at least {MIN_SESSION_TIMEOUT_MS} (the broker's minimum), got {value}")
     return value
-
-
-# ---------------------------------------------------------------- members
-
-
-class Member:
-    """One group member on a channel of its own: register, heartbeat, commit, leave.
-
-    ``joined[generation]`` is when (``time.perf_counter()``) its RegisterConsumer of that
-    generation returned; ``first_register_started`` when its first RegisterConsumer was sent.
-    """
-
-    def __init__(self, address: str, group: str, timeout: float, session_timeout_ms: int) -> None:
-        self.address = address
-        self.group = group
-        self.timeout = timeout
-        self.session_timeout_ms = session_timeout_ms
-        self.channel = grpc.insecure_channel(address)
-        self.stub = pb_grpc.GroupCoordinatorStub(self.channel)  # type: ignore[no-untyped-call]
-        self.consumer_id = ""
-        self.generation = 0
-        self.partitions: list[tuple[str, int]] = []
-        self.joined: dict[int, float] = {}
-        self.first_register_started = 0.0
-        self.registering = False
-        self.unknown = 0  # times the coordinator had forgotten it (UNKNOWN_MEMBER): registered again
-
-    def register(self) -> None:
-        """RegisterConsumer until it succeeds (UNKNOWN_MEMBER: again with a fresh id); raises on other errors."""
-        self.registering = True
-        try:
-            while True:
-                if not self.first_register_started:
-                    self.first_register_started = time.perf_counter()
-                response = rpc(self.address, self.stub.RegisterConsumer, pb.RegisterConsumerRequest(
-                    client_id=CLIENT_ID, consumer_group=self.group, consumer_id=self.consumer_id,
-                    session_timeout=self.session_timeout_ms), self.timeout)
-                returned = time.perf_counter()
-                if response.error_code == pb.UNKNOWN_MEMBER and self.consumer_id:
-                    self.consumer_id, self.unknown = "", self.unknown + 1
-                    continue
-                if response.error_code != pb.NONE:
-                    raise CliError(f"RegisterConsumer in group {self.group!r}: {error_name(response.error_code)}")
-                self.consumer_id, self.generation = response.consumer_id, response.generation
-                self.partitions = [(p.topic, p.partition) for p in response.partitions_to_own]
-                self.joined[response.generation] = returned
-                return
-        finally:
-            self.registering = False
-
-    def heartbeat(self) -> int:
-        response = rpc(self.address, self.stub.Heartbeat, pb.HeartbeatRequest(
-            client_id=CLIENT_ID, consumer_group=self.group, consumer_id=self.consumer_id,
-            generation=self.generation), self.timeout)
-        return int(response.error_code)
-
-    def leave(self) -> None:
-        if self.consumer_id:
-            rpc(self.address, self.stub.LeaveGroup, pb.LeaveGroupRequest(
-                client_id=CLIENT_ID, consumer_group=self.group, consumer_id=self.consumer_id), self.timeout)
-            self.consumer_id = ""
-
-    def close(self) -> None:
-        self.channel.close()
-
-
-def rpc(address: str, method: Any, request: Any, timeout: float) -> Any:
-    """One call; a transport failure becomes ConnectionClosed (an expected error for the CLI)."""
-    try:
-        return method(request, timeout=timeout)
-    except grpc.RpcError as exc:
-        raise closed(address, exc) from exc
-
-
-def closed(address: str, exc: Any) -> ConnectionClosed:
-    code = exc.code() if hasattr(exc, "code") else None
-    return ConnectionClosed(f"gRPC call to {address} failed: {code.name if code else 'error'}: "
-                            f"{exc.details() if hasattr(exc, 'details') else exc}")
-
-
-class MemberLoop:
-    """The seed 003 consumer loop on a thread: register, heartbeat every ``interval`` s,
-    re-register with its id on REBALANCE_IN_PROGRESS (or ILLEGAL_GENERATION)."""
-
-    def __init__(self, member: Member, interval: float) -> None:
-        self.member = member
-        self.interval = interval
-        self.stopping = threading.Event()
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, name="rill-perf-member", daemon=True)
-
-    def start(self) -> MemberLoop:
-        self.thread.start()
-        return self
-
-    def _run(self) -> None:
-        try:
-            self.member.register()
-            while not self.stopping.wait(self.interval):
-                code = self.member.heartbeat()
-                if code in (pb.REBALANCE_IN_PROGRESS, pb.ILLEGAL_GENERATION, pb.UNKNOWN_MEMBER):
-                    self.member.register()
-                elif code != pb.NONE:
-                    raise CliError(f"Heartbeat in group {self.member.group!r}: {error_name(code)}")
-        except BaseException as exc:  # handed to the main thread
-            self.error = exc
-
-    def stop(self, timeout: float) -> None:
-        """Stop heartbeating (at once unless it is in a call); waits up to ``timeout`` s for the thread."""
-        self.stopping.set()
-        self.thread.join(timeout)
-
-
-def stop_loops(loops: Sequence[MemberLoop]) -> None:
-    """Stop every loop before anyone leaves (a loop still running would register its member again).
-    A member stuck in a call (a RegisterConsumer waiting for a rebalance) is a daemon thread: left behind."""
-    for loop in loops:
-        loop.stopping.set()
-    for loop in loops:
-        loop.thread.join(1.0)
-
-
-def check_loops(loops: Sequence[MemberLoop]) -> None:
-    for loop in loops:
-        if loop.error is not None:
-            raise loop.error
-
-
-def wait_stable(admin: AdminClient, group: str, loops: Sequence[MemberLoop], timeout: float,
-                above: int = 0) -> int:
-    """Wait until every member of ``loops`` holds the group's current generation (> ``above``)
-    and the coordinator reports the group Stable with exactly these members; that generation."""
-    deadline = time.monotonic() + timeout
-    members = [loop.member for loop in loops]
-    while True:
-        check_loops(loops)
-        generations = {m.generation for m in members}
-        if len(generations) == 1 and not any(m.registering for m in members) and generations.pop() > above:
-            info_ = admin.list_groups([group]).groups_info[0]
-            if (info_.state == "Stable" and info_.generation == members[0].generation
-                    and set(info_.group_members) == {m.consumer_id for m in members}):
-                return int(info_.generation)
-        if time.monotonic() > deadline:
-            raise CliError(f"group {group!r} not stable after {timeout:.0f} s "
-                           f"(member generations: {sorted(m.generation for m in members)})")
-        time.sleep(STABLE_POLL_S)
-
-
-def check_assignment(members: Sequence[Member], topic: str, partitions: int) -> None:
-    owned = [tp for m in members for tp in m.partitions]
-    if sorted(owned) != [(topic, p) for p in range(partitions)]:
-        raise CliError(f"the assignment does not cover {topic}'s {partitions} partitions exactly once "
-                       f"({len(owned)} owned, {len(set(owned))} distinct)")
-
-
-def leave_all(members: Sequence[Member]) -> None:
-    """Every member leaves (an ephemeral group goes away with its last member); channels close."""
-    for m in members:
-        try:
-            m.leave()
-        except ConnectionClosed:
-            pass  # it expires after its session timeout instead
-        finally:
-            m.close()
-
-
-def run_id() -> str:
-    return uuid.uuid4().hex[:8]
-
-
-def ensure_topic(admin: AdminClient, topic: str, partitions: int) -> None:
-    created = admin.create_topic(topic, partitions)
-    if created.error_code:
-        raise CliError(f"cannot create topic {topic!r} with {partitions} partitions: "
-                       f"{created.error_message or error_name(created.error_code)}")
-
-
-def create_group(admin: AdminClient, group: str, topics: Sequence[str], session_timeout_ms: int,
-                 strategy: str = "range") -> None:
-    created = admin.create_group(group, topics, session_timeout_ms=session_timeout_ms, strategy=strategy,
-                                 ephemeral=True)
-    if created.error_code:
-        raise CliError(f"cannot create group {group!r}: {error_name(created.error_code)}")
-
-
-def latency_figures(samples_ns: list[int]) -> dict[str, float]:
-    ordered = sorted(samples_ns)
-    if not ordered:
-        return {"p50_ms": 0.0, "p99_ms": 0.0, "max_ms": 0.0}
-    return {"p50_ms": percentile(ordered, 0.5) / 1e6, "p99_ms": percentile(ordered, 0.99) / 1e6,
-            "max_ms": ordered[-1] / 1e6}
-
-
-class Timed:
-    """Worker threads that start together, run until a deadline, and hand back their errors."""
-
-    def __init__(self, seconds: float, quiet: bool, label: str, count: Callable[[], int]) -> None:
-        self.seconds = seconds
-        self.quiet = quiet
-        self.label = label
-        self.count = count
-        self.start = threading.Event()
-        self.deadline = 0.0
-
-    def run(self, targets: Sequence[Callable[[], None]]) -> float:
-        errors: list[BaseException] = []
-
-        def wrap(target: Callable[[], None]) -> Callable[[], None]:
-            def body() -> None:
-                try:
-                    self.start.wait()
-                    target()
-                except BaseException as exc:  # handed to the main thread
-                    errors.append(exc)
-            return body
-
-        threads = [threading.Thread(target=wrap(t), name=f"rill-perf-{i}", daemon=True) for i, t in enumerate(targets)]
-        for t in threads:
-            t.start()
-        started = time.perf_counter()
-        self.deadline = started + self.seconds
-        self.start.set()
-        next_report = started + PROGRESS_INTERVAL
-        for t in threads:
-            while t.is_alive():
-                t.join(timeout=0.2)
-                now = time.perf_counter()
-                if now >= next_report and not self.quiet:
-                    done = self.count()
-                    info(f"  ... {done:,} {self.label}, {done / (now - started):,.0f}/s")
-                    next_report = now + PROGRESS_INTERVAL
-        elapsed = time.perf_counter() - started
-        if errors:
-            raise errors[0]
-        return elapsed
 
 
 # ---------------------------------------------------------------- commits
@@ -580,79 +341,6 @@ def run_heartbeats(args: argparse.Namespace) -> int:
     ])
     if errors:
         raise CliError(f"heartbeats were refused: {refused}")
-    return 0
-
-
-# ---------------------------------------------------------------- rebalance
-
-
-def run_rebalance(args: argparse.Namespace) -> int:
-    group = f"{args.group_prefix}-{run_id()}"
-    interval = args.heartbeat_interval_ms / 1000
-    loops: list[MemberLoop] = []
-    gone: list[Member] = []
-    rounds: list[dict[str, Any]] = []
-    with AdminClient(args.grpc, args.timeout, client_id=CLIENT_ID) as admin:
-        ensure_topic(admin, args.topic, args.partitions)
-        create_group(admin, group, [args.topic], args.session_timeout_ms, args.strategy)
-
-        def new_member() -> MemberLoop:
-            return MemberLoop(Member(args.grpc, group, args.timeout, args.session_timeout_ms), interval)
-
-        try:
-            started = time.perf_counter()
-            loops = [new_member().start() for _ in range(args.members)]
-            generation = wait_stable(admin, group, loops, args.stable_timeout)
-            check_assignment([lp.member for lp in loops], args.topic, args.partitions)
-            if not args.quiet:
-                info(f"  {args.members} members stable at generation {generation} "
-                     f"after {time.perf_counter() - started:.2f} s")
-            for n in range(1, args.rounds + 1):
-                leaving = loops.pop(0)
-                leaving.stop(args.timeout)
-                check_loops([leaving])
-                t_leave = time.perf_counter()
-                leaving.member.leave()
-                gone.append(leaving.member)
-                left_at = wait_stable(admin, group, loops, args.stable_timeout, above=generation)
-                leave_s = max(lp.member.joined[left_at] for lp in loops) - t_leave
-                check_assignment([lp.member for lp in loops], args.topic, args.partitions)
-                joining = new_member()
-                loops.append(joining.start())
-                joined_at = wait_stable(admin, group, loops, args.stable_timeout, above=left_at)
-                if min(joining.member.joined) != joined_at:
-                    raise CliError(f"round {n}: the new member's first RegisterConsumer answered generation "
-                                   f"{min(joining.member.joined)}, and the group settled at {joined_at}: "
-                                   "another change overlapped the round")
-                join_s = max(lp.member.joined[joined_at] for lp in loops) - joining.member.first_register_started
-                check_assignment([lp.member for lp in loops], args.topic, args.partitions)
-                rounds.append({"round": n, "join_s": join_s, "leave_s": leave_s, "generation": joined_at,
-                               "generations": joined_at - left_at})
-                if not args.quiet:
-                    info(f"  round {n}: join {join_s * 1000:.0f} ms (generation {joined_at}), "
-                         f"leave {leave_s * 1000:.0f} ms")
-                generation = joined_at
-        finally:
-            stop_loops(loops)
-            leave_all([lp.member for lp in loops] + gone)
-    joins = [r["join_s"] for r in rounds]
-    leaves = [r["leave_s"] for r in rounds]
-    result = {
-        "benchmark": "rebalance", "members": args.members, "partitions": args.partitions, "strategy": args.strategy,
-        "heartbeat_interval_ms": args.heartbeat_interval_ms, "session_timeout_ms": args.session_timeout_ms,
-        "rounds": rounds, "join_median_s": statistics.median(joins), "join_max_s": max(joins),
-        "leave_median_s": statistics.median(leaves), "leave_max_s": max(leaves),
-        "unknown_member_rejoins": sum(m.unknown for m in [lp.member for lp in loops] + gone),
-    }
-    report(args, result, [
-        f"rill perf rebalance: {args.members} members, {args.partitions} partitions ({args.strategy}), "
-        f"heartbeat every {args.heartbeat_interval_ms} ms, {args.rounds} round(s) of one leave and one join",
-        "  join (new member's RegisterConsumer until every member holds the new generation): "
-        + ", ".join(f"{s * 1000:.0f}" for s in joins) + " ms",
-        f"  join median {result['join_median_s'] * 1000:.0f} ms, max {result['join_max_s'] * 1000:.0f} ms; "
-        f"leave (LeaveGroup until the rest hold the new generation) median "
-        f"{result['leave_median_s'] * 1000:.0f} ms, max {result['leave_max_s'] * 1000:.0f} ms",
-    ])
     return 0
 
 

@@ -21,21 +21,20 @@ for all its messages at once, so it is queued whole or not at all.
 Thread-safety: one lock guards everything here. The caller's threads use the append
 methods; only the send thread calls :meth:`drain`, :meth:`requeue`, :meth:`assign`,
 :meth:`release` and the other send-thread methods. A batch taken by :meth:`drain`
-belongs to the send thread until it is released.
+belongs to the send thread until it is released. The batch and queue types are in
+:mod:`rill.client.producer.batches` (re-exported here).
 """
 
 from __future__ import annotations
 
 import bisect
-import itertools
-import operator
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Hashable, Sequence
 from typing import TypeVar
 
 from rill.client.errors import WrongPartition
+from rill.client.producer.batches import PartitionQueue, ProducerBatch, TopicState, Unassigned, encoded_ends
 from rill.client.producer.errors import BufferFull, ProducerClosed
 from rill.client.producer.future import MESSAGE_OVERHEAD, BatchResult, Completion, Part, SendResponse
 from rill.client.producer.partitioner import Partitioner
@@ -43,74 +42,6 @@ from rill.client.producer.partitioner import Partitioner
 __all__ = ["RecordAccumulator", "ProducerBatch", "PartitionQueue", "TopicState", "Unassigned", "encoded_ends"]
 
 Node = TypeVar("Node", bound=Hashable)
-
-
-class ProducerBatch(BatchResult):
-    """Messages for one partition, sent together in one produce entry.
-
-    ``size`` is the bytes counted against the buffer (the encoded size when
-    uncompressed). ``deadline``: if the batch is ready but cannot be sent by then (no
-    leader, broker unreachable) it fails. ``not_before``: retry backoff. ``encoded`` is the
-    message set, built once by the send thread (``payloads`` are dropped then, keeping
-    only their ``lengths`` for the offsets).
-    """
-
-    __slots__ = ("partition", "payloads", "size", "created", "deadline", "attempts", "not_before",
-                 "encoded")
-
-    def __init__(self, topic: str, partition: int, created: float, deadline: float) -> None:
-        super().__init__(topic)
-        self.partition = partition
-        self.payloads: list[bytes] = []
-        self.size = 0
-        self.created = created
-        self.deadline = deadline
-        self.attempts = 0
-        self.not_before = 0.0
-        self.encoded: bytes | None = None
-
-    def __repr__(self) -> str:
-        return f"<ProducerBatch {self.topic}-{self.partition} {self.size} B attempts={self.attempts}>"
-
-
-class PartitionQueue:
-    """A partition's batches in send order; ``open`` (the last one, or None) takes appends."""
-
-    __slots__ = ("topic", "partition", "batches", "open")
-
-    def __init__(self, topic: str, partition: int) -> None:
-        self.topic = topic
-        self.partition = partition
-        self.batches: deque[ProducerBatch] = deque()
-        self.open: ProducerBatch | None = None
-
-
-class Unassigned(Completion):
-    """Messages of a topic whose partition count is unknown; resolves when they are partitioned.
-
-    ``entries`` are ``(payloads, key, partition or None, size, response)`` in send order;
-    ``batches`` lists the batches they went to (so ``flush`` can wait for those too).
-    """
-
-    __slots__ = ("entries", "created", "batches")
-
-    def __init__(self, topic: str, created: float) -> None:
-        super().__init__(topic)
-        self.created = created
-        self.entries: list[tuple[list[bytes], bytes | None, int | None, int, SendResponse]] = []
-        self.batches: list[ProducerBatch] = []
-
-
-class TopicState:
-    """What the caller's thread needs of a topic: its partition count (None: unknown) and queues."""
-
-    __slots__ = ("name", "partitions", "queues")
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.partitions: int | None = None
-        self.queues: list[PartitionQueue] = []
-
 
 Callbacks = list[Callable[[], object]]
 
@@ -472,7 +403,3 @@ class RecordAccumulator:
                 self._space.notify_all()
         return pending.resolve()
 
-
-def encoded_ends(payloads: Sequence[bytes]) -> list[int]:
-    """Cumulative encoded sizes: ``result[i]`` is the size of ``payloads[: i + 1]`` as a message set."""
-    return list(itertools.accumulate(map(operator.add, map(len, payloads), itertools.repeat(MESSAGE_OVERHEAD))))
