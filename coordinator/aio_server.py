@@ -32,7 +32,6 @@ import contextvars
 import functools
 import threading
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from concurrent import futures
 from typing import Any, TypeVar, cast
@@ -43,7 +42,7 @@ import structlog
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from rill.coordinator.grpc_server import Registration
+from rill.coordinator.grpc_server import Registration, logged_call
 from rill.coordinator.pending import PendingJoin
 from rill.coordinator.service import DEFAULT_WAIT_S, GroupCoordinatorServicer
 from rill.v1 import admin_pb2 as apb
@@ -215,20 +214,8 @@ class AioLoggingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
 
         async def wrapper(request: Any, context: Any) -> Any:
             request_id = next((v for k, v in context.invocation_metadata() or () if k == "x-request-id"), None)
-            structlog.contextvars.bind_contextvars(rpc=method, request_id=request_id or uuid.uuid4().hex[:12])
-            started = time.monotonic()
-            try:
+            with logged_call(method, request_id, slow_ms, expected=(grpc.aio.AbortError,)):
                 return await inner(request, context)
-            except grpc.aio.AbortError:
-                raise
-            except Exception:
-                log.exception("rpc.failed")
-                raise
-            finally:
-                elapsed_ms = (time.monotonic() - started) * 1000
-                if elapsed_ms >= slow_ms:
-                    log.info("rpc.slow", ms=round(elapsed_ms, 1))
-                structlog.contextvars.clear_contextvars()
 
         wrapped = self._wrapped[method] = grpc.unary_unary_rpc_method_handler(
             wrapper, request_deserializer=handler.request_deserializer,

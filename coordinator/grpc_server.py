@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from concurrent import futures
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +26,10 @@ from grpc_reflection.v1alpha import reflection
 log = structlog.get_logger(__name__)
 
 
+class AbortedCall(Exception):
+    """Raised through the interceptor after ``context.abort``: the status is already set."""
+
+
 @dataclass(frozen=True)
 class Registration:
     """A servicer, the generated function that adds it, and its full service name."""
@@ -32,6 +37,30 @@ class Registration:
     servicer: Any
     add: Callable[[Any, grpc.Server], None]
     service_name: str
+
+
+@contextmanager
+def logged_call(method: str, request_id: str | None, slow_ms: float,
+                expected: tuple[type[BaseException], ...] = ()) -> Iterator[None]:
+    """Bind ``rpc`` and ``request_id`` to structlog's context for one call; log it if it fails or is slow.
+
+    ``expected`` exceptions (a deliberate abort, such as a RegisterConsumer that hit its
+    deadline) pass through without a traceback in the log.
+    """
+    structlog.contextvars.bind_contextvars(rpc=method, request_id=request_id or uuid.uuid4().hex[:12])
+    started = time.monotonic()
+    try:
+        yield
+    except expected:
+        raise
+    except Exception:
+        log.exception("rpc.failed")
+        raise
+    finally:
+        elapsed_ms = (time.monotonic() - started) * 1000
+        if elapsed_ms >= slow_ms:
+            log.info("rpc.slow", ms=round(elapsed_ms, 1))
+        structlog.contextvars.clear_contextvars()
 
 
 class LoggingInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
@@ -53,18 +82,13 @@ class LoggingInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
         slow_ms = self.slow_ms
 
         def wrapper(request: Any, context: grpc.ServicerContext) -> Any:
-            structlog.contextvars.bind_contextvars(rpc=method, request_id=metadata.get("x-request-id") or uuid.uuid4().hex[:12])
-            started = time.monotonic()
-            try:
-                return inner(request, context)
-            except Exception:
-                log.exception("rpc.failed")
-                raise
-            finally:
-                elapsed_ms = (time.monotonic() - started) * 1000
-                if elapsed_ms >= slow_ms:
-                    log.info("rpc.slow", ms=round(elapsed_ms, 1))
-                structlog.contextvars.clear_contextvars()
+            with logged_call(method, metadata.get("x-request-id"), slow_ms, expected=(AbortedCall,)):
+                try:
+                    return inner(request, context)
+                except Exception:
+                    if context.code() is not None:  # the handler aborted the call on purpose
+                        raise AbortedCall() from None
+                    raise
 
         return grpc.unary_unary_rpc_method_handler(
             wrapper, request_deserializer=handler.request_deserializer,

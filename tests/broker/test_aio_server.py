@@ -152,3 +152,17 @@ def test_calls_are_logged_with_rpc_and_request_id(kind: str, tmp_path: Path) -> 
     assert created["logged"]["request_id"] == "req-1"
     assert created["logged"]["rpc"] == created["logged-too"]["rpc"] == "/rill.v1.GroupCoordinator/CreateGroup"
     assert created["logged-too"]["request_id"] not in ("", "req-1")
+
+
+@pytest.mark.parametrize("kind", ["sync", "aio"])
+def test_a_deliberate_abort_is_not_logged_as_a_failure(kind: str, tmp_path: Path) -> None:
+    """A RegisterConsumer that ends at its deadline (the server aborts it) logs no rpc.failed traceback."""
+    with running_broker(tmp_path / "d", grpc_server=kind) as b, grpc.insecure_channel(b.grpc_address) as ch:
+        s = pb_grpc.GroupCoordinatorStub(ch)
+        grpc_tests.create(s, "aborts", ["t"])
+        grpc_tests.register(s, "aborts")
+        with capture_logs() as events:
+            with pytest.raises(grpc.RpcError):
+                s.RegisterConsumer(pb.RegisterConsumerRequest(consumer_group="aborts"), timeout=0.3)
+            time.sleep(0.6)  # the server side gives up at the same deadline
+    assert not [e for e in events if e["event"] == "rpc.failed"]
