@@ -5,7 +5,8 @@ logs (running recovery after an unclean shutdown), binds the listener and starts
 the flusher; ``serve_forever()`` runs the event loop on the calling thread;
 ``stop()`` (any thread, or a signal handler) ends it; ``close()`` flushes every
 partition and writes the clean-shutdown marker. The broker also hosts the group
-coordinator and admin services over gRPC (rill.broker.coordination).
+coordinator and admin services over gRPC (rill.broker.coordination) and, with
+``zookeeper.connect`` set, registers itself in ZooKeeper (rill.broker.zookeeper).
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ from __future__ import annotations
 import structlog
 
 from rill.broker.config import BrokerConfig
-from rill.broker.coordination import CoordinatorHost
+from rill.broker.coordination import CoordinatorHost, advertised_host
 from rill.broker.handlers import RequestHandlers
 from rill.broker.log.flusher import Flusher
 from rill.broker.log.manager import LogManager
 from rill.broker.server import BrokerServer
+from rill.broker.zookeeper import ZkRegistration
 from rill.client.protocol import requests as rq
 
 log = structlog.get_logger(__name__)
@@ -49,9 +51,28 @@ class Broker:
         self.handlers = RequestHandlers(
             self.server, self.logs, self.flusher,
             auto_create=config["auto.create.topics.enable"], max_wait_ms=config["fetch.max.wait.ms"],
-            on_topics_changed=self.coordination.on_topics_changed, identity=self.identity)
+            on_topics_changed=self._on_topics_changed, identity=self.identity)
         self.server.handle = self.handlers
+        self.zookeeper: ZkRegistration | None = None
+        if config["zookeeper.connect"]:
+            try:
+                self.zookeeper = ZkRegistration(
+                    config["zookeeper.connect"], config["broker.id"], advertised_host(config), self.port,
+                    self.logs.topics, session_timeout_ms=config["zookeeper.session.timeout.ms"],
+                    connection_timeout_ms=config["zookeeper.connection.timeout.ms"])
+                self.zookeeper.start()
+            except BaseException:
+                self.zookeeper = None
+                self.coordination.close()
+                self.server.close()
+                self.logs.close()
+                raise
         self._closed = False
+
+    def _on_topics_changed(self) -> None:
+        self.coordination.on_topics_changed()
+        if self.zookeeper is not None:
+            self.zookeeper.topics_changed()
 
     def identity(self) -> rq.BrokerInfo:
         """This broker as METADATA describes it (advertised host, data-plane and gRPC ports)."""
@@ -76,6 +97,8 @@ class Broker:
         if self._closed:
             return
         self._closed = True
+        if self.zookeeper is not None:
+            self.zookeeper.close()
         self.coordination.close()
         self.flusher.stop()
         self.logs.close()

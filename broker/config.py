@@ -68,6 +68,9 @@ KEYS: tuple[Key, ...] = (
         "Segment size of the coordinator's internal log (smaller segments: faster start-up replay)."),
     Key("offsets.commit.timeout.ms", int, 5000, "How long a commit may wait for the offsets log to be fsynced."),
     Key("zookeeper.connect", str, "", "ZooKeeper connect string host:port[,host:port][/chroot]; empty runs standalone."),
+    Key("zookeeper.session.timeout.ms", int, 6000,
+        "ZooKeeper session timeout (Kafka 0.7's zk.sessiontimeout.ms): a dead broker's registration vanishes after it."),
+    Key("zookeeper.connection.timeout.ms", int, 6000, "How long start-up waits to connect to ZooKeeper."),
 )
 KEYS_BY_NAME = {k.name: k for k in KEYS}
 

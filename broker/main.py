@@ -1,7 +1,7 @@
 """``rill-broker``: start a broker.
 
     rill-broker [--config FILE] [--data-dir DIR] [--port PORT] [--host HOST]
-                [--set KEY=VALUE ...] [--truncate-corrupt]
+                [--zookeeper HOST:PORT[/chroot]] [--set KEY=VALUE ...] [--truncate-corrupt]
 
 Flags override the file, which overrides the defaults (docs/operations.md). SIGTERM
 and SIGINT stop it gracefully: responses already computed are sent, every
@@ -32,6 +32,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--host", help="address to bind (host.name; default 0.0.0.0)")
     p.add_argument("--broker-id", type=int, help="broker id (broker.id)")
     p.add_argument("--grpc-port", type=int, help="gRPC port of the coordinator and admin services (grpc.port; default 9093)")
+    p.add_argument("--zookeeper", metavar="HOST:PORT[/chroot]",
+                   help="register in ZooKeeper (zookeeper.connect; default: none, standalone)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="any configuration key, e.g. --set log.segment.bytes=1048576 (repeatable)")
     p.add_argument("--truncate-corrupt", action="store_true",
@@ -49,7 +51,8 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
         if not sep:
             raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
         overrides[key.strip()] = value.strip()
-    for flag, key in (("data_dir", "log.dir"), ("port", "port"), ("host", "host.name"), ("broker_id", "broker.id"), ("grpc_port", "grpc.port")):
+    for flag, key in (("data_dir", "log.dir"), ("port", "port"), ("host", "host.name"), ("broker_id", "broker.id"), ("grpc_port", "grpc.port"),
+                      ("zookeeper", "zookeeper.connect")):
         if getattr(args, flag) is not None:
             overrides[key] = getattr(args, flag)
     if args.truncate_corrupt:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import socket
 import struct
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from rill.broker.testing import RunningBroker, running_broker
+from tests.zk import ZkEnsemble, ZkNode, ZkServer
 
 
 @pytest.fixture
@@ -70,3 +72,55 @@ def pytest_configure(config: pytest.Config) -> None:
     import structlog
 
     structlog.configure(logger_factory=structlog.ReturnLoggerFactory())
+
+
+# --- ZooKeeper (tests/zk.py): a real server from Debian's jar -------------------------------
+
+@pytest.fixture(scope="session")
+def zk_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZkServer]:
+    """One standalone ZooKeeper for the whole session (started on first use)."""
+    with ZkServer(tmp_path_factory.mktemp("zookeeper")) as server:
+        yield server
+
+
+ZK_NODES = pytest.StashKey[list[ZkNode]]()
+
+
+def _show_zk_log_on_failure(request: pytest.FixtureRequest, nodes: list[ZkNode]) -> None:
+    request.node.stash.setdefault(ZK_NODES, []).extend(nodes)
+
+
+@pytest.fixture
+def zk_connect(request: pytest.FixtureRequest, zk_server: ZkServer) -> Iterator[str]:
+    """A connect string with this test's own chroot (``127.0.0.1:PORT/rill-test-<uuid>``), created empty."""
+    from kazoo.client import KazooClient
+
+    _show_zk_log_on_failure(request, [zk_server])
+    chroot = f"/rill-test-{uuid.uuid4().hex}"
+    root = KazooClient(hosts=zk_server.address, timeout=10)
+    root.start(timeout=10)
+    try:
+        root.create(chroot)
+        yield zk_server.address + chroot
+        root.delete(chroot, recursive=True)
+    finally:
+        root.stop()
+        root.close()
+
+
+@pytest.fixture
+def zk_ensemble(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ZkEnsemble]:
+    """A three-node ZooKeeper ensemble for this test (started on demand)."""
+    with ZkEnsemble(tmp_path / "ensemble") as ensemble:
+        _show_zk_log_on_failure(request, ensemble.nodes)
+        yield ensemble
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """On a failing test that used ZooKeeper, attach each node's log (path and tail) to the report."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed:
+        for node in item.stash.get(ZK_NODES, []):
+            report.sections.append((f"ZooKeeper log {node.log_path}", node.log_tail()))

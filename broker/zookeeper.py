@@ -1,0 +1,257 @@
+"""Registering the broker in ZooKeeper, the Kafka 0.7 way (seed 004 "ZooKeeper").
+
+With ``zookeeper.connect`` set the broker keeps, in its own ZooKeeper session:
+
+    /brokers/ids/[broker_id]         -> "creator:host:port"   (ephemeral)
+    /brokers/topics/[topic]/[id]     -> partition count       (ephemeral, one per topic it holds)
+
+``creator`` is ``host-<ms timestamp>`` as Kafka 0.7 wrote it, and every intermediate
+node it creates (``/brokers``, ``/brokers/topics/[topic]`` ...) holds that creator id.
+
+Start-up (``start()``) registers synchronously: an id held by another live session is
+an error (``ZkRegistrationError``), after waiting up to one session timeout for a node
+left by a dead session to vanish. Afterwards a single worker thread does every write:
+``topics_changed()`` (called on the broker's event loop) only wakes it, and it also
+wakes on every session state change. When it finds the session is not the one it
+registered with (the old one expired), it registers everything again; a node still
+owned by a session that is not ours is deleted only if that session was our own
+earlier one, and otherwise waited for. ``close()`` ends the session, which removes
+the ephemerals at once.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+
+import structlog
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
+from kazoo.handlers.threading import KazooTimeoutError
+
+log = structlog.get_logger(__name__)
+
+IDS_PATH = "/brokers/ids"
+TOPICS_PATH = "/brokers/topics"
+RETRY_BACKOFF_S = 0.5
+
+
+class ZkRegistrationError(RuntimeError):
+    """The broker could not register in ZooKeeper at start-up."""
+
+
+def split_connect(connect: str) -> tuple[str, str]:
+    """``"h1:2181,h2:2181/chroot"`` -> (``"h1:2181,h2:2181"``, ``"/chroot"``); no chroot -> ``""``."""
+    hosts, slash, chroot = connect.partition("/")
+    chroot = ("/" + chroot).rstrip("/") if slash else ""
+    return hosts, chroot
+
+
+class ZkRegistration:
+    """One broker's ephemeral registration in ZooKeeper, kept across session expiry."""
+
+    def __init__(self, connect: str, broker_id: int, host: str, port: int,
+                 topics: Callable[[], Mapping[str, int]], *,
+                 session_timeout_ms: int = 6000, connection_timeout_ms: int = 6000) -> None:
+        self.connect = connect
+        self.broker_id = broker_id
+        self.host = host
+        self.port = port
+        self.topics = topics
+        self.session_timeout_s = session_timeout_ms / 1000
+        self.connection_timeout_s = connection_timeout_ms / 1000
+        self.zk = KazooClient(hosts=connect, timeout=self.session_timeout_s)
+        self.creator = ""
+        self._session: int | None = None  # the session everything below was registered with
+        self._own_sessions: set[int] = set()  # every session this broker has registered with
+        self._registered: dict[str, int] = {}
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def id_path(self) -> str:
+        return f"{IDS_PATH}/{self.broker_id}"
+
+    def topic_path(self, topic: str) -> str:
+        return f"{TOPICS_PATH}/{topic}/{self.broker_id}"
+
+    # -- life cycle ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Connect and register the id and every topic; raises ZkRegistrationError."""
+        hosts, chroot = split_connect(self.connect)
+        try:
+            if chroot:
+                self._ensure_chroot(hosts, chroot)
+            self.zk.start(timeout=self.connection_timeout_s)
+        except (KazooTimeoutError, KazooException) as exc:
+            self.zk.close()
+            raise ZkRegistrationError(
+                f"cannot connect to ZooKeeper at {self.connect} within "
+                f"{self.connection_timeout_s:g}s (zookeeper.connection.timeout.ms): "
+                f"{exc or type(exc).__name__}") from exc
+        try:
+            self._register_all(startup=True)
+        except BaseException:
+            self.zk.stop()
+            self.zk.close()
+            raise
+        self.zk.add_listener(self._on_state)
+        self._thread = threading.Thread(target=self._run, name="rill-zookeeper", daemon=True)
+        self._thread.start()
+        log.info("zookeeper.registered", connect=self.connect, broker_id=self.broker_id, path=self.id_path,
+                 value=self._broker_value(), topics=len(self._registered), session=hex(self._session or 0))
+
+    def topics_changed(self) -> None:
+        """A topic was created: publish it (from the worker thread; never blocks)."""
+        self._wake.set()
+
+    def close(self) -> None:
+        """Stop the worker and end the session (ZooKeeper removes our ephemerals). Idempotent."""
+        if self._stopping.is_set():
+            return
+        self._stopping.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        try:
+            self.zk.stop()
+        finally:
+            self.zk.close()
+        log.info("zookeeper.closed", broker_id=self.broker_id)
+
+    # -- worker -----------------------------------------------------------------------------
+
+    def _on_state(self, state: str) -> None:
+        if state == KazooState.LOST:
+            log.warning("zookeeper.session_lost", broker_id=self.broker_id)
+        elif state == KazooState.SUSPENDED:
+            log.warning("zookeeper.disconnected", broker_id=self.broker_id)
+        self._wake.set()
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            self._wake.wait()
+            self._wake.clear()
+            if self._stopping.is_set():
+                return
+            try:
+                self._sync()
+            except KazooException as exc:
+                log.warning("zookeeper.sync_failed", broker_id=self.broker_id, error=repr(exc))
+                self._stopping.wait(RETRY_BACKOFF_S)
+                self._wake.set()
+            except Exception:
+                log.exception("zookeeper.sync_error", broker_id=self.broker_id)
+                self._stopping.wait(RETRY_BACKOFF_S)
+                self._wake.set()
+
+    def _sync(self) -> None:
+        if self.zk.state != KazooState.CONNECTED:
+            return  # woken again when the state changes
+        session = self._current_session()
+        if session != self._session:
+            log.info("zookeeper.reregistering", broker_id=self.broker_id,
+                     old_session=hex(self._session or 0), session=hex(session))
+            self._register_all(startup=False)
+            log.info("zookeeper.registered", connect=self.connect, broker_id=self.broker_id, path=self.id_path,
+                     value=self._broker_value(), topics=len(self._registered), session=hex(session))
+            return
+        self._register_topics()
+
+    # -- ZooKeeper writes -----------------------------------------------------------------
+
+    def _current_session(self) -> int:
+        return int(self.zk.client_id[0])
+
+    def _broker_value(self) -> str:
+        return f"{self.creator}:{self.host}:{self.port}"
+
+    def _register_all(self, startup: bool) -> None:
+        session = self._current_session()
+        self.creator = f"{self.host}-{int(time.time() * 1000)}"
+        self._registered = {}
+        self._create_ephemeral(self.id_path, self._broker_value().encode(), session, startup=startup)
+        self._session = session
+        self._own_sessions.add(session)
+        self._register_topics()
+
+    def _register_topics(self) -> None:
+        session = self._session
+        assert session is not None
+        for topic, count in sorted(self.topics().items()):
+            if self._registered.get(topic) == count:
+                continue
+            self._create_ephemeral(self.topic_path(topic), str(count).encode(), session, startup=False)
+            self._registered[topic] = count
+            log.info("zookeeper.topic_registered", broker_id=self.broker_id, topic=topic, partitions=count)
+
+    def _create_ephemeral(self, path: str, value: bytes, session: int, *, startup: bool) -> None:
+        """Create ``path`` as our ephemeral with ``value``, coping with a node left by another session.
+
+        At start-up a node owned by another session is waited for (it may be a dead
+        predecessor's) for one session timeout, then is an error; later it is waited for
+        as long as it takes (logged), unless its owner was an earlier session of ours,
+        in which case it is deleted.
+        """
+        self._ensure_parents(path)
+        deadline = time.monotonic() + self.session_timeout_s + 1.0
+        warned = False
+        while True:
+            try:
+                self.zk.create(path, value, ephemeral=True)
+                return
+            except NodeExistsError:
+                pass
+            try:
+                data, stat = self.zk.get(path)
+            except NoNodeError:
+                continue  # vanished meanwhile: create again
+            owner = int(stat.ephemeralOwner)
+            if owner == session:
+                if data != value:
+                    self.zk.set(path, value, version=stat.version)
+                return
+            if owner in self._own_sessions:
+                log.info("zookeeper.stale_node_deleted", path=path, owner=hex(owner))
+                try:
+                    self.zk.delete(path, version=stat.version)
+                except NoNodeError:
+                    pass
+                continue
+            if startup and time.monotonic() >= deadline:
+                raise ZkRegistrationError(
+                    f"broker id {self.broker_id} is already registered in ZooKeeper ({self.connect}{path} = "
+                    f"{data.decode(errors='replace')!r}, session {owner:#x}) by another live broker; "
+                    "give each broker its own broker.id")
+            if not warned:
+                log.warning("zookeeper.node_held_by_other_session", path=path, owner=hex(owner),
+                            value=data.decode(errors="replace"), waiting_s=self.session_timeout_s if startup else None)
+                warned = True
+            if self._stopping.wait(0.2):
+                raise KazooException("stopping")
+
+    def _ensure_parents(self, path: str) -> None:
+        """Create the missing ancestors of ``path``, each holding the creator id (seed 004)."""
+        parts = path.strip("/").split("/")[:-1]
+        prefix = ""
+        for part in parts:
+            prefix += "/" + part
+            if self.zk.exists(prefix) is None:
+                try:
+                    self.zk.create(prefix, self.creator.encode())
+                except NodeExistsError:
+                    pass
+
+    def _ensure_chroot(self, hosts: str, chroot: str) -> None:
+        """The chroot must exist before a chrooted session can create anything under it."""
+        root = KazooClient(hosts=hosts, timeout=self.session_timeout_s)
+        root.start(timeout=self.connection_timeout_s)
+        try:
+            root.ensure_path(chroot)
+        finally:
+            root.stop()
+            root.close()
+
