@@ -36,6 +36,7 @@ CODEC_SNAPPY = 2
 CODEC_MASK = 0x03
 
 LENGTH = struct.Struct(">i")
+_CRC = struct.Struct(">I")
 _V0_HEADER = struct.Struct(">iBI")  # length, magic, crc
 _V1_HEADER = struct.Struct(">iBBI")  # length, magic, attributes, crc
 MIN_MESSAGE_SIZE = 5  # magic + crc: the smallest legal value of the length field
@@ -97,51 +98,66 @@ class ScanResult(NamedTuple):
     marks: list[int]
 
 
+_INCOMPLETE = -1
+
+
+def _py_check_one(mv: memoryview, pos: int, max_message_size: int) -> tuple[int, int, int, int]:
+    """Check the message at ``pos`` (the Python twin of check_one in _speedups.c).
+
+    Returns (status, stop, header, codec): SCAN_OK with ``stop`` the end of a whole
+    valid message, or with ``stop == _INCOMPLETE`` when it does not fit in ``mv``, or
+    a SCAN_* error. The length is checked before anything after it is read.
+    """
+    end = len(mv)
+    if end - pos < 4:
+        return SCAN_OK, _INCOMPLETE, 0, 0
+    (size,) = LENGTH.unpack_from(mv, pos)
+    if size < MIN_MESSAGE_SIZE:
+        return SCAN_BAD_LENGTH, 0, 0, 0
+    if size > max_message_size:
+        return SCAN_TOO_LARGE, 0, 0, 0
+    stop = pos + 4 + size
+    if stop > end:
+        return SCAN_OK, _INCOMPLETE, 0, 0
+    magic = mv[pos + 4]
+    if magic == MAGIC_V1:
+        if size < MIN_MESSAGE_SIZE + 1:
+            return SCAN_BAD_LENGTH, 0, 0, 0
+        codec, header = mv[pos + 5] & CODEC_MASK, 10
+        if codec == 3:
+            return SCAN_BAD_CODEC, 0, 0, 0
+    elif magic == MAGIC_V0:
+        codec, header = CODEC_NONE, 9
+    else:
+        return SCAN_BAD_MAGIC, 0, 0, 0
+    (crc,) = _CRC.unpack_from(mv, pos + header - 4)
+    if crc32(mv[pos + header:stop]) != crc:
+        return SCAN_BAD_CRC, 0, 0, 0
+    return SCAN_OK, stop, header, codec
+
+
 def _py_scan(buf: bytes | bytearray | memoryview, max_message_size: int,
              index_interval: int = 0, next_mark: int = -1) -> ScanResult:
     mv = memoryview(buf)
-    end = len(mv)
-    pos = 0
-    count = 0
+    pos = count = 0
     marks: list[int] = []
-    unpack_len = LENGTH.unpack_from
-    while end - pos >= 4:
-        (size,) = unpack_len(mv, pos)
-        if size < MIN_MESSAGE_SIZE:
-            return ScanResult(count, pos, SCAN_BAD_LENGTH, marks)
-        if size > max_message_size:
-            return ScanResult(count, pos, SCAN_TOO_LARGE, marks)
-        stop = pos + 4 + size
-        if stop > end:
-            break
-        magic = mv[pos + 4]
-        if magic == MAGIC_V1:
-            if size < MIN_MESSAGE_SIZE + 1:
-                return ScanResult(count, pos, SCAN_BAD_LENGTH, marks)
-            if mv[pos + 5] & CODEC_MASK == 3:
-                return ScanResult(count, pos, SCAN_BAD_CODEC, marks)
-            header = 10
-        elif magic == MAGIC_V0:
-            header = 9
-        else:
-            return ScanResult(count, pos, SCAN_BAD_MAGIC, marks)
-        (crc,) = struct.unpack_from(">I", mv, pos + header - 4)
-        if crc32(mv[pos + header:stop]) != crc:
-            return ScanResult(count, pos, SCAN_BAD_CRC, marks)
+    while True:
+        status, stop, _, _ = _py_check_one(mv, pos, max_message_size)
+        if status != SCAN_OK or stop == _INCOMPLETE:
+            return ScanResult(count, pos, status, marks)
         if 0 <= next_mark <= pos:
             marks.append(pos)
             next_mark = pos + index_interval
         pos = stop
         count += 1
-    return ScanResult(count, pos, SCAN_OK, marks)
 
 
 def _py_find_valid(buf: bytes | bytearray | memoryview, start: int, max_message_size: int) -> int:
     """Return the first position >= start where a whole valid message begins, or -1."""
     mv = memoryview(buf)
     for pos in range(max(start, 0), len(mv) - 3):
-        result = _py_scan(mv[pos:], max_message_size)
-        if result.message_count:
+        status, stop, _, _ = _py_check_one(mv, pos, max_message_size)
+        if status == SCAN_OK and stop != _INCOMPLETE:
             return pos
     return -1
 
@@ -155,38 +171,16 @@ def _py_decode(buf: bytes | bytearray | memoryview, topic: str, partition: int,
     error for the message at ``consumed``.
     """
     mv = memoryview(buf)
-    end = len(mv)
     pos = 0
     out: list[Message] = []
-    while end - pos >= 4:
-        (size,) = LENGTH.unpack_from(mv, pos)
-        if size < MIN_MESSAGE_SIZE:
-            return out, pos, SCAN_BAD_LENGTH
-        stop = pos + 4 + size
-        if stop > end:
-            break
-        magic = mv[pos + 4]
-        if magic == MAGIC_V1:
-            if size < MIN_MESSAGE_SIZE + 1:
-                return out, pos, SCAN_BAD_LENGTH
-            codec = mv[pos + 5] & CODEC_MASK
-            if codec == 3:
-                return out, pos, SCAN_BAD_CODEC
-            header = 10
-        elif magic == MAGIC_V0:
-            codec = CODEC_NONE
-            header = 9
-        else:
-            return out, pos, SCAN_BAD_MAGIC
-        (crc,) = struct.unpack_from(">I", mv, pos + header - 4)
-        payload = bytes(mv[pos + header:stop])
-        if crc32(payload) != crc:
-            return out, pos, SCAN_BAD_CRC
+    while True:
+        status, stop, header, codec = _py_check_one(mv, pos, 0x7FFFFFFF)
+        if status != SCAN_OK or stop == _INCOMPLETE:
+            return out, pos, status
         if codec != CODEC_NONE:
             return out, pos, -1
-        out.append(cls(topic, partition, base_offset + pos, base_offset + stop, payload))
+        out.append(cls(topic, partition, base_offset + pos, base_offset + stop, bytes(mv[pos + header:stop])))
         pos = stop
-    return out, pos, SCAN_OK
 
 
 try:  # the C accelerator, when built
