@@ -85,6 +85,13 @@ def choice(*options: Any) -> Callable[[Any], Any]:
     return parse
 
 
+def optional_callable(value: Any) -> Any:
+    """A callable, or None."""
+    if value is not None and not callable(value):
+        raise TypeError(f"expected a callable or None, got {value!r}")
+    return value
+
+
 def boolean(value: Any) -> bool:
     if isinstance(value, bool):
         return value

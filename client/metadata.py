@@ -31,7 +31,8 @@ class ClusterMetadata:
         self.topics: dict[str, rq.TopicMetadata] = {}
         self.refreshed_at = 0.0
 
-    def _candidates(self) -> list[tuple[str, int]]:
+    def addresses(self) -> list[tuple[str, int]]:
+        """Addresses to try: the known brokers (shuffled), then the bootstrap addresses not among them."""
         known = [(b.host, b.port) for b in self.brokers.values()]
         random.shuffle(known)
         return known + [a for a in self.bootstrap if a not in known]
@@ -43,7 +44,7 @@ class ClusterMetadata:
         """
         names = sorted(set(topics))
         errors = []
-        for host, port in self._candidates():
+        for host, port in self.addresses():
             try:
                 with SimpleConsumer(host, port, timeout=self.timeout) as client:
                     meta = client.metadata(names)
@@ -76,6 +77,3 @@ class ClusterMetadata:
         if t is None or not 0 <= partition < t.partitions:
             return None
         return self.brokers.get(t.leaders[partition])
-
-    def any_broker(self) -> rq.BrokerInfo | None:
-        return next(iter(self.brokers.values()), None)

@@ -58,13 +58,7 @@ def parse_offset(text: str) -> str | int:
         return "earliest"
     if lowered in LATEST:
         return "latest"
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected earliest, latest or a byte offset, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"offset must be >= 0, got {value}")
-    return value
+    return non_negative_int(text)
 
 
 def output_format(args: argparse.Namespace) -> str:

@@ -197,7 +197,10 @@ def data_plane(args: argparse.Namespace, admin: AdminClient) -> tuple[str, int]:
     brokers = admin.describe_cluster().brokers
     if not brokers:
         raise CliError("DescribeCluster named no broker: give the data-plane address with --broker")
-    host = args.grpc.rsplit(":", 1)[0] if ":" in args.grpc else args.grpc
+    try:
+        host = parse_address(args.grpc)[0]
+    except ValueError as exc:
+        raise CliError(f"--grpc: {exc}", 2) from None
     return host, int(brokers[0].port)
 
 

@@ -261,6 +261,7 @@ class Consumer(PositionCalls, GroupOffsetCalls):
         while True:
             now = self._clock()
             self._maintain(now)
+            self._raise_partition_errors()  # before waiting: nothing is fetched for a failed partition
             if fetcher.has_records():
                 wait = 0.0
             else:
@@ -274,7 +275,6 @@ class Consumer(PositionCalls, GroupOffsetCalls):
                 fetcher.send_fetches()
                 self._stats["records"] += len(records)
                 return self._deserialize(records) if self._value_deserializer or self._key_deserializer else records
-            self._raise_partition_errors()
             if self._clock() >= deadline:
                 return []
 
@@ -283,7 +283,6 @@ class Consumer(PositionCalls, GroupOffsetCalls):
             self._group.tick(now)
         self._refresh.maybe_refresh(now)
         self._offsets.reset_positions()
-        self._raise_partition_errors()
 
     def _raise_partition_errors(self) -> None:
         missing = self._subscription.missing_offsets()
@@ -319,6 +318,10 @@ class Consumer(PositionCalls, GroupOffsetCalls):
         """
         self._check_open()
         partitions: dict[str, dict[str, int | None]] = {}
+        try:
+            self._offsets.refresh_leaders(self._subscription.assignment)
+        except RillError:
+            pass  # those partitions' end offsets are None
         for tp, state in sorted(self._subscription.assignment.items()):
             try:
                 end: int | None = self._offsets.offset_for(tp, rq.LATEST_TIME)

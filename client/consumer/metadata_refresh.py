@@ -33,7 +33,9 @@ class MetadataRefresh:
     """Metadata refresh deadlines of one consumer; see the module docstring.
 
     ``pattern_at``: when the pattern is next matched (inf: no pattern). ``retry_at``:
-    no refresh before this time (the backoff after the last one).
+    no refresh before this time (the backoff after the last one). ``_needed``: needed()
+    as maybe_refresh() found it, for next_deadline() in the same loop turn (None: the
+    metadata changed since, so it is computed again).
     """
 
     def __init__(self, metadata: ClusterMetadata, subscription: SubscriptionState, fetcher: Fetcher,
@@ -46,6 +48,7 @@ class MetadataRefresh:
         self.retry_backoff = retry_backoff
         self.retry_at = 0.0
         self.pattern_at = math.inf
+        self._needed: bool | None = None
 
     def match_pattern_soon(self) -> None:
         """A pattern was subscribed: match it at the next poll."""
@@ -62,15 +65,21 @@ class MetadataRefresh:
         return any(self.metadata.leader(tp.topic, tp.partition) is None for tp in self.subscription.assignment)
 
     def next_deadline(self, now: float) -> float:
-        """When the loop must next wake to refresh (inf: not scheduled)."""
-        if self.needed():
+        """When the loop must next wake to refresh (inf: not scheduled).
+
+        Called after maybe_refresh() in the same loop turn: reuses what it found (no
+        second walk of the assignment) unless a refresh changed the metadata.
+        """
+        needed = self._needed
+        if self.fetcher.needs_metadata or (needed if needed is not None else self.needed()):
             return min(self.pattern_at, max(now, self.retry_at))
         return self.pattern_at
 
     def maybe_refresh(self, now: float) -> None:
         """Refresh when needed or when the pattern is due, unless within the backoff; failures are logged."""
         pattern_due = now >= self.pattern_at
-        if not (pattern_due or self.needed()) or now < self.retry_at:
+        needed = self._needed = self.needed()
+        if not (pattern_due or needed) or now < self.retry_at:
             return
         sub = self.subscription
         group = self.group
@@ -82,6 +91,7 @@ class MetadataRefresh:
             self.retry_at = now + self.retry_backoff
             return
         self.fetcher.needs_metadata = False
+        self._needed = None
         self.retry_at = now + self.retry_backoff
         if pattern_due:
             self.pattern_at = now + self.max_age

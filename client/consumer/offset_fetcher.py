@@ -3,8 +3,10 @@
 A partition whose position is unknown (no committed offset, OffsetOutOfRange,
 seek_to_beginning/end) waits for a reset to its earliest or latest offset:
 :meth:`OffsetFetcher.reset_positions`, called by every poll() before fetching, looks
-them up and seeks. position(), beginning_offsets(), end_offsets() and metrics() use
-:meth:`OffsetFetcher.offset_for` directly.
+them up and seeks; a partition whose leader is unknown waits for the poll loop's
+metadata refresh (``Fetcher.needs_metadata``, with its backoff). position(),
+beginning_offsets(), end_offsets() and metrics() use :meth:`OffsetFetcher.offset_for`
+directly, after one :meth:`OffsetFetcher.refresh_leaders` for all their partitions.
 
 Blocking: one OFFSETS request per partition to its leader, over a plain connection of
 its own (a :class:`~rill.client.simple.SimpleConsumer` per broker: the fetch
@@ -19,7 +21,7 @@ Not thread-safe: driven by the consumer's poll loop.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import structlog
 
@@ -50,13 +52,17 @@ class OffsetFetcher:
         Blocking: one OFFSETS request per partition to its leader, over a plain
         connection of its own (the fetch connections may be busy with a long poll),
         bounded by ``request.timeout.ms``. A failed lookup is retried on a later poll
-        after ``retry.backoff.ms``.
+        after ``retry.backoff.ms``. A partition with no known leader is skipped and
+        metadata flagged as needed (no refresh here: the poll loop's MetadataRefresh does it).
         """
         now = self.clock()
         for tp in self.subscription.needs_reset():
             state = self.subscription.assignment[tp]
             strategy = state.reset
             if self.fetcher.backing_off(tp, state.epoch, now):
+                continue
+            if self.metadata.leader(tp.topic, tp.partition) is None:
+                self.fetcher.needs_metadata = True
                 continue
             try:
                 offset = self.offset_for(tp, rq.EARLIEST_TIME if strategy == EARLIEST else rq.LATEST_TIME)
@@ -69,18 +75,29 @@ class OffsetFetcher:
                      offset=offset)
             self.subscription.seek(tp, offset)
 
+    def refresh_leaders(self, partitions: Iterable[TopicPartition]) -> None:
+        """One metadata refresh (blocking) for the topics of ``partitions`` whose leader is unknown, if any.
+
+        For the user's calls (position(), beginning_offsets(), end_offsets(), metrics()), before offset_for().
+
+        Raises:
+            ConnectionClosed: no broker answered.
+        """
+        missing = {tp.topic for tp in partitions if self.metadata.leader(tp.topic, tp.partition) is None}
+        if missing:
+            self.metadata.refresh(missing)
+
     def offset_for(self, tp: TopicPartition, time_value: int) -> int:
         """OFFSETS for one partition at ``time_value`` (EARLIEST_TIME, LATEST_TIME or ms); blocking.
+
+        No metadata refresh here: see :meth:`refresh_leaders`.
 
         Raises:
             BrokerError, ConnectionClosed: the lookup failed. LookupError: the leader is unknown.
         """
         leader = self.metadata.leader(tp.topic, tp.partition)
         if leader is None:
-            self.metadata.refresh([tp.topic])
-            leader = self.metadata.leader(tp.topic, tp.partition)
-            if leader is None:
-                raise LookupError(f"no leader known for {tp.topic}-{tp.partition}")
+            raise LookupError(f"no leader known for {tp.topic}-{tp.partition}")
         client = self._clients.get(leader.broker_id)
         if client is None or (client.host, client.port) != (leader.host, leader.port):
             if client is not None:

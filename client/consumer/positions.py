@@ -38,6 +38,7 @@ class PositionCalls(ConsumerCalls):
         if state.position is None:
             if state.reset in (EARLIEST, LATEST):
                 time_value = rq.EARLIEST_TIME if state.reset == EARLIEST else rq.LATEST_TIME
+                self._offsets.refresh_leaders([tp])
                 self._subscription.seek(tp, self._offsets.offset_for(tp, time_value))
             else:
                 raise NoOffsetForPartition([tp])
@@ -91,9 +92,14 @@ class PositionCalls(ConsumerCalls):
     def beginning_offsets(self, partitions: Iterable[PartitionLike]) -> dict[TopicPartition, int]:
         """The first offset still in each partition's log (blocking OFFSETS requests)."""
         self._check_open()
-        return {tp: self._offsets.offset_for(tp, rq.EARLIEST_TIME) for tp in map(to_tp, partitions)}
+        return self._offsets_at(partitions, rq.EARLIEST_TIME)
 
     def end_offsets(self, partitions: Iterable[PartitionLike]) -> dict[TopicPartition, int]:
         """Each partition's log end offset: where the next message will go (blocking OFFSETS requests)."""
         self._check_open()
-        return {tp: self._offsets.offset_for(tp, rq.LATEST_TIME) for tp in map(to_tp, partitions)}
+        return self._offsets_at(partitions, rq.LATEST_TIME)
+
+    def _offsets_at(self, partitions: Iterable[PartitionLike], time_value: int) -> dict[TopicPartition, int]:
+        tps = list(map(to_tp, partitions))
+        self._offsets.refresh_leaders(tps)  # one refresh for every partition with no known leader
+        return {tp: self._offsets.offset_for(tp, time_value) for tp in tps}

@@ -7,10 +7,11 @@ See :mod:`rill.client.config` for the rules; unknown keys raise ConfigError.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from rill.client.config import Setting, boolean, choice, non_negative, positive, resolve, servers
+from rill.client.config import (ConfigError, Setting, boolean, choice, non_negative, optional_callable, positive,
+                                resolve, servers)
 
 ASSIGNMENT_STRATEGIES = ("range", "roundrobin", "sticky")
 OFFSET_RESETS = ("earliest", "latest", "none")
@@ -22,12 +23,6 @@ def _optional_group(value: Any) -> str | None:
     if not isinstance(value, str) or not value:
         raise ValueError(f"expected a non-empty group name or None, got {value!r}")
     return value
-
-
-def _optional_callable(value: Any) -> Callable[[bytes], Any] | None:
-    if value is not None and not callable(value):
-        raise TypeError(f"expected a callable or None, got {value!r}")
-    return value  # type: ignore[no-any-return]
 
 
 SETTINGS: tuple[Setting, ...] = (
@@ -60,9 +55,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("metadata.max.age.ms", 30_000, "refresh metadata this often (subscribe(pattern=...) sees new "
             "topics)", positive(int)),
     Setting("value.deserializer", None, "callable applied to each message value (None: bytes)",
-            _optional_callable),
+            optional_callable),
     Setting("key.deserializer", None, "callable applied to each message key that is not None",
-            _optional_callable),
+            optional_callable),
 )
 
 
@@ -74,8 +69,6 @@ def consumer_settings(config: Mapping[str, Any] | None, kwargs: Mapping[str, Any
     """
     values = resolve(SETTINGS, config, kwargs)
     if values["heartbeat.interval.ms"] >= values["session.timeout.ms"]:
-        from rill.client.config import ConfigError
-
         raise ConfigError(f"heartbeat.interval.ms ({values['heartbeat.interval.ms']}) must be below "
                           f"session.timeout.ms ({values['session.timeout.ms']})")
     return values

@@ -130,9 +130,6 @@ class SubscriptionState:
         self.assignment = {}
         return revoked
 
-    def is_assigned(self, tp: TopicPartition) -> bool:
-        return tp in self.assignment
-
     def state(self, tp: TopicPartition) -> PartitionState:
         """The partition's state. Raises KeyError when it is not assigned."""
         return self.assignment[tp]

@@ -103,8 +103,7 @@ class MetadataUpdater:
             return min(ready, key=lambda lk: lk.in_flight), now
         if any(lk.state is not LinkState.DISCONNECTED for lk in links):
             return None, float("inf")  # connecting, or busy: a connect or a response wakes the loop
-        known = [(b.host, b.port) for b in self.cluster.brokers.values()]
-        candidates = known + [a for a in self.cluster.bootstrap if a not in known]
+        candidates = self.cluster.addresses()
         for i in range(len(candidates)):
             address = candidates[(self._next_candidate + i) % len(candidates)]
             link = self._links.get(address)

@@ -27,7 +27,7 @@ from typing import Any
 
 import structlog
 
-from rill.client.config import Setting, choice, non_negative, positive, resolve, servers
+from rill.client.config import Setting, choice, non_negative, optional_callable, positive, resolve, servers
 from rill.client.errors import InvalidTopic, MessageTooLarge, WrongPartition
 from rill.client.producer.accumulator import RecordAccumulator, Unassigned, encoded_ends
 from rill.client.producer.errors import ProducerClosed, ProducerTimeout
@@ -44,12 +44,6 @@ __all__ = ["Producer", "SETTINGS"]
 log = structlog.get_logger(__name__)
 
 Serializer = Callable[[Any], Any]
-
-
-def _optional_callable(value: Any) -> Any:
-    if value is not None and not callable(value):
-        raise TypeError(f"expected a callable or None, got {value!r}")
-    return value
 
 
 def _partitioner(value: Any) -> Any:
@@ -81,9 +75,9 @@ SETTINGS = (
     Setting("partitioner", "default", "default, round_robin, random, or a callable (topic, key, partitions) -> int",
             _partitioner),
     Setting("key.serializer", None, "callable turning a key into bytes (default: bytes as they are, str as UTF-8)",
-            _optional_callable),
+            optional_callable),
     Setting("value.serializer", None, "callable turning a value into bytes (default: as for keys)",
-            _optional_callable),
+            optional_callable),
 )
 
 _ACKS = {"none": 0, "append": int(rq.Acks.APPEND), "fsync": int(rq.Acks.FSYNC)}

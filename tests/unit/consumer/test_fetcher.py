@@ -8,6 +8,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from rill.client.consumer.fetcher import FetchConfig, Fetcher
+from rill.client.consumer.metadata_refresh import MetadataRefresh
 from rill.client.consumer.network import Network
 from rill.client.consumer.offset_fetcher import OffsetFetcher
 from rill.client.consumer.subscription import EARLIEST, LATEST, SubscriptionState, TopicPartition
@@ -194,6 +195,37 @@ def test_reset_positions_looks_up_earliest_or_latest(rig: Rig, monkeypatch: pyte
     rig.clock.advance(0.2)
     offsets.reset_positions()
     assert rig.sub.positions() == {A: 7, B: 99}
+
+
+def test_resets_of_leaderless_partitions_wait_for_one_backed_off_refresh(rig: Rig) -> None:
+    """Partitions of a topic with no known leader make at most one metadata refresh per poll turn (the
+    poll loop's, with its backoff), not one per partition; user lookups refresh once for all of them."""
+    unknown = [TopicPartition("u", p) for p in range(4)]  # FakeMetadata knows only topic "t"
+    rig.sub.assign({tp: -1 for tp in unknown})
+    metadata = FakeMetadata()
+    rig.fetcher.metadata = metadata  # type: ignore[assignment]
+    refresh = MetadataRefresh(metadata, rig.sub, rig.fetcher, None, max_age=30.0,  # type: ignore[arg-type]
+                              retry_backoff=0.1)
+    offsets = OffsetFetcher(rig.sub, metadata, rig.fetcher, CONFIG, rig.clock)  # type: ignore[arg-type]
+
+    def turn() -> None:  # what each turn of poll()'s loop does with metadata and resets
+        refresh.maybe_refresh(rig.clock.now)
+        offsets.reset_positions()
+
+    turn()
+    assert metadata.refreshes == 1 and rig.fetcher.needs_metadata
+    assert rig.sub.needs_reset() == unknown
+    turn()  # within retry.backoff.ms: no refresh
+    assert metadata.refreshes == 1
+    assert refresh.next_deadline(rig.clock.now) == pytest.approx(rig.clock.now + 0.1)
+    rig.clock.advance(0.11)
+    turn()
+    assert metadata.refreshes == 2
+    offsets.refresh_leaders(unknown)  # end_offsets()/beginning_offsets(): one refresh for every partition
+    assert metadata.refreshes == 3
+    with pytest.raises(LookupError):
+        offsets.offset_for(unknown[0], -2)
+    assert metadata.refreshes == 3
 
 
 def test_a_corrupt_message_fails_the_partition_after_the_good_ones(rig: Rig) -> None:
