@@ -50,9 +50,6 @@ class AdminServicer(apb_grpc.AdminServicer):
             return apb.CreateTopicResponse(error_code=pb.INVALID_TOPIC, error_message=str(exc))
         except BrokerError as exc:
             return apb.CreateTopicResponse(error_code=pb.INVALID_REQUEST, error_message=str(exc))
-        notify = getattr(self.coordinator, "on_topics_changed", None)
-        if notify is not None:
-            notify()
         return apb.CreateTopicResponse(topic=self._describe_topic(request.topic))
 
     def ListTopics(self, request: apb.ListTopicsRequest, context: grpc.ServicerContext) -> apb.ListTopicsResponse:

@@ -16,7 +16,6 @@ import structlog
 from rill.broker.config import BrokerConfig
 from rill.broker.coordination import CoordinatorHost, advertised_host
 from rill.broker.handlers import RequestHandlers
-from rill.broker.log.flusher import Flusher
 from rill.broker.log.manager import LogManager
 from rill.broker.server import BrokerServer
 from rill.broker.zookeeper import ZkRegistration
@@ -47,11 +46,10 @@ class Broker:
             self.server.close()
             self.logs.close()
             raise
-        self.flusher = Flusher(self.logs)
         self.handlers = RequestHandlers(
-            self.server, self.logs, self.flusher,
+            self.server, self.logs, self.logs.flusher,
             auto_create=config["auto.create.topics.enable"], max_wait_ms=config["fetch.max.wait.ms"],
-            on_topics_changed=self._on_topics_changed, identity=self.identity)
+            identity=self.identity)
         self.server.handle = self.handlers
         self.zookeeper: ZkRegistration | None = None
         if config["zookeeper.connect"]:
@@ -67,9 +65,11 @@ class Broker:
                 self.server.close()
                 self.logs.close()
                 raise
+        self.logs.on_topic_created.append(self._on_topic_created)
         self._closed = False
 
-    def _on_topics_changed(self) -> None:
+    def _on_topic_created(self, topic: str, partitions: int) -> None:
+        """A new topic (any creator, any thread): only posts work to the coordinator and ZooKeeper threads."""
         self.coordination.on_topics_changed()
         if self.zookeeper is not None:
             self.zookeeper.topics_changed()
@@ -84,7 +84,7 @@ class Broker:
         return int(self.server.port)
 
     def serve_forever(self) -> None:
-        self.flusher.start()
+        self.logs.start()
         log.info("broker.ready", broker_id=self.config["broker.id"], host=self.server.host, port=self.port,
                  grpc_port=self.grpc_port, log_dir=str(self.config["log.dir"]), topics=len(self.logs.topics()))
         self.server.serve_forever()
@@ -100,6 +100,5 @@ class Broker:
         if self.zookeeper is not None:
             self.zookeeper.close()
         self.coordination.close()
-        self.flusher.stop()
         self.logs.close()
         log.info("broker.stopped", broker_id=self.config["broker.id"])

@@ -18,7 +18,7 @@ class LogCatalog:
         self.logs = logs
 
     def topics(self) -> Mapping[str, int]:
-        return {t: n for t, n in self.logs.topics().items()}
+        return self.logs.topics()
 
     def offset_range(self, topic: str, partition: int) -> tuple[int, int]:
         """(log start, log end) of a partition; KeyError when it does not exist."""

@@ -30,9 +30,7 @@ from rill.coordinator.clock import ThreadTimer
 from rill.coordinator.coordinator import GroupCoordinator
 from rill.coordinator.offsets_log import OffsetStore
 from rill.coordinator.service import GroupCoordinatorServicer, RecordSink
-from rill.v1 import admin_pb2, admin_pb2_grpc
 from rill.v1 import coordinator_pb2 as pb
-from rill.v1 import coordinator_pb2_grpc as pb_grpc
 
 log = structlog.get_logger(__name__)
 
@@ -73,7 +71,7 @@ class CoordinatorHost:
         log.info("coordinator.loaded", records=replayed, groups=len(self.coordinator.list_groups(
             pb.ListGroupsRequest())[0].groups_info))
         self.sink = RecordSink(self.coordinator, self.store)
-        self.coordinator.set_sink(self.sink) if hasattr(self.coordinator, "set_sink") else None
+        self.coordinator.set_sink(self.sink)
         self.servicer = GroupCoordinatorServicer(self.coordinator, self.sink,
                                                  commit_timeout_s=config["offsets.commit.timeout.ms"] / 1000)
         self.admin = AdminServicer(logs, self.coordinator, self.broker)
@@ -90,17 +88,15 @@ class CoordinatorHost:
                                                          max_workers=self.config["grpc.max.workers"])
             self.broker.grpc_port = port
             return port
-        self.server, port, self.health = grpc_server.create_server(address, [
-            grpc_server.Registration(self.servicer, pb_grpc.add_GroupCoordinatorServicer_to_server,
-                                     pb.DESCRIPTOR.services_by_name["GroupCoordinator"].full_name),
-            grpc_server.Registration(self.admin, admin_pb2_grpc.add_AdminServicer_to_server,
-                                     admin_pb2.DESCRIPTOR.services_by_name["Admin"].full_name),
-        ], max_workers=self.config["grpc.max.workers"])
+        self.server, port, self.health = grpc_server.create_server(
+            address, grpc_server.service_registrations(self.servicer, self.admin),
+            max_workers=self.config["grpc.max.workers"])
         self.broker.grpc_port = port
         return port
 
     def on_topics_changed(self) -> None:
-        self.coordinator.on_topics_changed()
+        """A topic was created: rebalance the groups it concerns, on the timer thread (this only posts)."""
+        self.timer.schedule(0, self.coordinator.on_topics_changed)
 
     def stop(self, grace: float = 5.0) -> None:
         if self.server is not None:

@@ -24,21 +24,19 @@ from rill.client.topics import validate_topic
 
 log = structlog.get_logger(__name__)
 
-MAX_PARTITIONS = 10_000
+MAX_PARTITIONS = 10_000  # CREATE_TOPIC on the data plane: stricter than LogManager's own bound (100 000)
 
 
 class RequestHandlers:
     """Serves every request type against a LogManager."""
 
     def __init__(self, server: Any, logs: Any, flusher: Any, *, auto_create: bool = True,
-                 max_wait_ms: int = 30_000, on_topics_changed: Callable[[], None] | None = None,
-                 identity: Callable[[], rq.BrokerInfo] | None = None) -> None:
+                 max_wait_ms: int = 30_000, identity: Callable[[], rq.BrokerInfo] | None = None) -> None:
         self.server = server
         self.logs = logs
         self.flusher = flusher
         self.auto_create = auto_create
         self.max_wait_ms = max_wait_ms
-        self.on_topics_changed = on_topics_changed or (lambda: None)
         self.identity = identity or (lambda: rq.BrokerInfo(0, str(server.host), int(server.port), 0))
         self.delayed = DelayedFetches(server, self.read)
         self._round_robin: dict[str, itertools.count[int]] = {}
@@ -72,7 +70,6 @@ class RequestHandlers:
         except BrokerError as exc:
             log.info("produce.refused", topic=req.topic, partition=partition, error=exc.code.name, reason=str(exc))
             return rq.PartitionAck(int(exc.code), partition, -1, -1), None
-        self.flusher.appended(partition_log)
         self.delayed.on_append(req.topic, partition)
         return rq.PartitionAck(0, partition, info.first_offset, info.next_offset), partition_log
 
@@ -84,7 +81,7 @@ class RequestHandlers:
     def _partition_count(self, topic: str) -> int:
         count = self.logs.topics().get(topic)
         if count is None:
-            count = self._auto_create(topic) if self.auto_create else 0
+            count = self.logs.get_or_create(topic) if self.auto_create else 0
         if not count:
             raise UnknownTopic(f"unknown topic {topic!r}")
         return int(count)
@@ -93,13 +90,8 @@ class RequestHandlers:
         if topic not in self.logs.topics():
             if not self.auto_create:
                 raise UnknownTopic(f"unknown topic {topic!r} (auto.create.topics.enable is false)")
-            self._auto_create(topic)
+            self.logs.get_or_create(topic)
         return self.logs.get(topic, partition)
-
-    def _auto_create(self, topic: str) -> int:
-        count = int(self.logs.get_or_create(topic))
-        self.on_topics_changed()
-        return count
 
     def produce(self, conn: Connection, req: rq.ProduceRequest) -> None:
         self.append(req)
@@ -180,13 +172,9 @@ class RequestHandlers:
 
     def create_topic(self, conn: Connection, req: rq.CreateTopicRequest) -> Slot:
         try:
-            validate_topic(req.topic)
-            if not 1 <= req.partitions <= MAX_PARTITIONS:
+            if req.partitions > MAX_PARTITIONS:
                 raise InvalidRequest(f"partitions must be 1..{MAX_PARTITIONS}")
-            existed = req.topic in self.logs.topics()
-            self.logs.create_topic(req.topic, req.partitions)
-            if not existed:
-                self.on_topics_changed()
+            self.logs.create_topic(req.topic, req.partitions)  # validates the name and the range
         except BrokerError as exc:
             return Slot([rq.encode_create_topic_response(int(exc.code), self.logs.topics().get(req.topic, 0))])
         return Slot([rq.encode_create_topic_response(0, self.logs.topics()[req.topic])])

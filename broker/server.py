@@ -21,7 +21,6 @@ import socket
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
 
 import structlog
 

@@ -39,10 +39,9 @@ from typing import Any, TypeVar, cast
 import grpc
 import grpc.aio
 import structlog
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
+from grpc_health.v1 import health, health_pb2
 
-from rill.coordinator.grpc_server import Registration, logged_call
+from rill.coordinator.grpc_server import Registration, add_services, logged_call, server_options, service_registrations
 from rill.coordinator.pending import PendingJoin
 from rill.coordinator.service import DEFAULT_WAIT_S, GroupCoordinatorServicer
 from rill.v1 import admin_pb2 as apb
@@ -279,18 +278,10 @@ class AioServer:
 
     async def _start(self) -> None:
         server = grpc.aio.server(
-            interceptors=[AioLoggingInterceptor()],
-            options=[("grpc.so_reuseport", 0), ("grpc.max_receive_message_length", self.max_message_bytes),
-                     ("grpc.max_send_message_length", self.max_message_bytes)])
+            interceptors=[AioLoggingInterceptor()], options=server_options(self.max_message_bytes))
         health_servicer = health.aio.HealthServicer()
-        health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-        names = []
-        for reg in self.registrations:
-            reg.add(reg.servicer, server)
-            await health_servicer.set(reg.service_name, health_pb2.HealthCheckResponse.SERVING)
-            names.append(reg.service_name)
-        await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
-        reflection.enable_server_reflection((*names, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
+        for name in add_services(server, self.registrations, health_servicer):
+            await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
         error: RuntimeError | None = None
         try:
             port = server.add_insecure_port(self.address)
@@ -328,10 +319,7 @@ def create_server(address: str, coordinator: GroupCoordinatorServicer, admin: An
     a RegisterConsumer waiting for its rebalance holds none.
     """
     executor = futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="rill-grpc-aio-worker")
-    server = AioServer(address, [
-        Registration(AioGroupCoordinatorServicer(coordinator, executor), pb_grpc.add_GroupCoordinatorServicer_to_server,
-                     pb.DESCRIPTOR.services_by_name["GroupCoordinator"].full_name),
-        Registration(AioAdminServicer(admin, executor), apb_grpc.add_AdminServicer_to_server,
-                     apb.DESCRIPTOR.services_by_name["Admin"].full_name),
-    ], executor=executor, max_message_bytes=max_message_bytes)
+    server = AioServer(address, service_registrations(AioGroupCoordinatorServicer(coordinator, executor),
+                                                      AioAdminServicer(admin, executor)),
+                       executor=executor, max_message_bytes=max_message_bytes)
     return server, server.start()

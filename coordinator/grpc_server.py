@@ -23,6 +23,10 @@ import structlog
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from rill.v1 import admin_pb2, admin_pb2_grpc
+from rill.v1 import coordinator_pb2 as pb
+from rill.v1 import coordinator_pb2_grpc as pb_grpc
+
 log = structlog.get_logger(__name__)
 
 
@@ -37,6 +41,37 @@ class Registration:
     servicer: Any
     add: Callable[[Any, grpc.Server], None]
     service_name: str
+
+
+def service_registrations(coordinator: Any, admin: Any) -> list[Registration]:
+    """The broker's two services, GroupCoordinator and Admin, for the given (sync or aio) servicers."""
+    return [
+        Registration(coordinator, pb_grpc.add_GroupCoordinatorServicer_to_server,
+                     pb.DESCRIPTOR.services_by_name["GroupCoordinator"].full_name),
+        Registration(admin, admin_pb2_grpc.add_AdminServicer_to_server,
+                     admin_pb2.DESCRIPTOR.services_by_name["Admin"].full_name),
+    ]
+
+
+def server_options(max_bytes: int) -> list[tuple[str, int]]:
+    """SO_REUSEPORT off (a port in use is an error, not a second listener) and the message size limits."""
+    return [("grpc.so_reuseport", 0), ("grpc.max_receive_message_length", max_bytes),
+            ("grpc.max_send_message_length", max_bytes)]
+
+
+def add_services(server: Any, registrations: Sequence[Registration], health_servicer: Any) -> list[str]:
+    """Register ``registrations`` and the health servicer on ``server`` and turn reflection on.
+
+    Returns the names the health servicer should report SERVING (every service, and "");
+    the caller sets them (the aio health servicer's ``set`` is a coroutine).
+    """
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    names = []
+    for reg in registrations:
+        reg.add(reg.servicer, server)
+        names.append(reg.service_name)
+    reflection.enable_server_reflection((*names, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
+    return [*names, ""]
 
 
 @contextmanager
@@ -104,18 +139,11 @@ def create_server(address: str, registrations: Sequence[Registration], *, max_wo
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="rill-grpc"),
         interceptors=[LoggingInterceptor()],
-        options=[("grpc.so_reuseport", 0), ("grpc.max_receive_message_length", max_message_bytes),
-                 ("grpc.max_send_message_length", max_message_bytes)],
+        options=server_options(max_message_bytes),
     )
     health_servicer = health.HealthServicer(experimental_non_blocking=True)
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    names = []
-    for reg in registrations:
-        reg.add(reg.servicer, server)
-        health_servicer.set(reg.service_name, health_pb2.HealthCheckResponse.SERVING)
-        names.append(reg.service_name)
-    health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
-    reflection.enable_server_reflection((*names, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
+    for name in add_services(server, registrations, health_servicer):
+        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     port = server.add_insecure_port(address)
     if port == 0:
         raise RuntimeError(f"cannot bind the gRPC server to {address}")

@@ -20,6 +20,7 @@ import structlog
 
 from rill.client.errors import StorageError
 from rill.coordinator.coordinator import GroupCoordinator
+from rill.coordinator.offsets_log import OffsetStore
 from rill.coordinator.pending import PendingJoin
 from rill.coordinator.records import Record
 from rill.v1 import coordinator_pb2 as pb
@@ -34,7 +35,7 @@ DEFAULT_WAIT_S = 300.0  # a RegisterConsumer without a deadline waits at most th
 class RecordSink:
     """Persist-then-apply, the one path by which coordinator state changes."""
 
-    def __init__(self, coordinator: Any, store: Any) -> None:
+    def __init__(self, coordinator: GroupCoordinator, store: OffsetStore) -> None:
         self.coordinator = coordinator
         self.store = store
 
@@ -43,14 +44,7 @@ class RecordSink:
             return
         self.store.append(records, timeout)
         self.coordinator.apply(records)
-        maybe_compact = getattr(self.store, "maybe_compact", None)
-        if maybe_compact is not None:
-            maybe_compact(self.coordinator.snapshot_records)
-
-
-def _remaining(context: grpc.ServicerContext) -> float | None:
-    remaining = context.time_remaining()
-    return remaining if remaining is not None else None
+        self.store.maybe_compact(self.coordinator.snapshot_records)
 
 
 class GroupCoordinatorServicer(pb_grpc.GroupCoordinatorServicer):
@@ -62,7 +56,7 @@ class GroupCoordinatorServicer(pb_grpc.GroupCoordinatorServicer):
 
     def _handle(self, group: str | list[str], handler: Callable[[Any], tuple[R, list[Record]]], request: Any,
                 context: grpc.ServicerContext, failed: Callable[[pb.ErrorCode], R]) -> R:
-        return self.handle(group, handler, request, _remaining(context), failed)
+        return self.handle(group, handler, request, context.time_remaining(), failed)
 
     def handle(self, group: str | list[str], handler: Callable[[Any], tuple[R, list[Record]]], request: Any,
                remaining: float | None, failed: Callable[[pb.ErrorCode], R]) -> R:
@@ -134,8 +128,8 @@ class GroupCoordinatorServicer(pb_grpc.GroupCoordinatorServicer):
 
     def RegisterConsumer(self, request: pb.RegisterConsumerRequest,
                          context: grpc.ServicerContext) -> pb.RegisterConsumerResponse:
-        pending = self.register_pending(request, _remaining(context))
-        remaining = _remaining(context)
+        pending = self.register_pending(request, context.time_remaining())
+        remaining = context.time_remaining()
         response = pending.wait(DEFAULT_WAIT_S if remaining is None else remaining)
         if response is None:
             context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "the rebalance did not complete before the deadline")

@@ -20,6 +20,7 @@ Thread-safety: the functions are stateless; concurrent calls on different files 
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import zlib
@@ -120,6 +121,21 @@ def side_file_name_for_rename(segment_file: str, now_ms: int) -> str:
     while os.path.lexists(f"{segment_file}{CORRUPT_SUFFIX}{stamp}"):
         stamp += 1
     return f"{segment_file}{CORRUPT_SUFFIX}{stamp}"
+
+
+def pwrite_all(fd: int, data: bytes | bytearray | memoryview, offset: int, path: str) -> None:
+    """Write all of ``data`` at ``offset``, looping on short writes.
+
+    Raises:
+        OSError: the write failed, or wrote nothing (EIO: never spin on a zero-byte write).
+    """
+    length = len(data)
+    done = 0
+    while done < length:
+        written = os.pwrite(fd, data if not done else memoryview(data)[done:], offset + done)
+        if written <= 0:
+            raise OSError(errno.EIO, f"short write to {path}")
+        done += written
 
 
 def fsync_dir(path: str) -> None:

@@ -5,11 +5,11 @@ its target (the LogManager) to flush the logs that need it (M messages or S
 seconds), flushes the logs someone asked to have flushed soon (produces that wait
 for the fsync), and every ``retention_check_interval_ms`` applies retention.
 
-Signals: :meth:`Flusher.wake`; :meth:`Flusher.appended` after an append (wakes the
-thread when that log reached ``flush_interval_messages``); :meth:`Flusher.flush_soon`
+Signals: :meth:`Flusher.wake` (the LogManager hooks it to each log's ``flush_signal``,
+raised when a log reaches ``flush_interval_messages``); :meth:`Flusher.flush_soon`
 for logs whose waiters should not wait for M or S.
 
-Thread-safety: :meth:`wake`, :meth:`appended` and :meth:`flush_soon` may be called
+Thread-safety: :meth:`wake` and :meth:`flush_soon` may be called
 from any thread (an ``Event`` and a short lock); :meth:`stop` from any thread but
 the flusher itself.
 """
@@ -31,9 +31,6 @@ MAX_WAKE_INTERVAL_MS = 100
 
 
 class Flushable(Protocol):
-    @property
-    def unflushed_messages(self) -> int: ...
-
     def flush(self) -> None: ...
 
 
@@ -73,11 +70,6 @@ class Flusher(threading.Thread):
     def wake(self) -> None:
         """Ask for a flush pass now."""
         self._signal.set()
-
-    def appended(self, log: Flushable) -> None:
-        """Note an append to ``log``: wake the thread if it reached the flush interval."""
-        if log.unflushed_messages >= self._config.flush_interval_messages:
-            self._signal.set()
 
     def flush_soon(self, logs: Iterable[Flushable]) -> None:
         """Flush ``logs`` on the next pass even if neither M nor S is reached."""

@@ -34,6 +34,8 @@ from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
 
+from rill.broker.log import files
+
 ENTRY_SIZE = 12
 _POS_TYPE = "I"
 _TIME_TYPE = "q"
@@ -118,7 +120,7 @@ class SegmentIndex:
         """Replace every entry (after a rebuild) and rewrite the file; not fsynced."""
         self.positions, self.times = positions, times
         os.ftruncate(self._fd, 0)
-        _pwrite_all(self._fd, pack_entries(positions, times), 0)
+        files.pwrite_all(self._fd, pack_entries(positions, times), 0, self.path)
         self._persisted = len(positions)
 
     # -- appending ---------------------------------------------------------------------
@@ -141,7 +143,7 @@ class SegmentIndex:
         done = self._persisted
         if count > done:
             data = pack_entries(self.positions[done:count], self.times[done:count])
-            _pwrite_all(self._fd, data, done * ENTRY_SIZE)
+            files.pwrite_all(self._fd, data, done * ENTRY_SIZE, self.path)
             self._persisted = count
 
     def fsync(self) -> None:
@@ -206,9 +208,3 @@ def _pread_all(fd: int, size: int, offset: int) -> bytes:
     return b"".join(chunks)
 
 
-def _pwrite_all(fd: int, data: bytes | memoryview, offset: int) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.pwrite(fd, view, offset)
-        view = view[written:]
-        offset += written

@@ -127,7 +127,8 @@ class Log:
         kept, report = open_segments(directory, config, clean=clean, truncate_corrupt=truncate_corrupt,
                                      log=logger, now_ms=int(clock.time() * 1000))
         log = cls(directory, topic, partition, config, clock, kept, report, logger)
-        files.write_recovery_point(directory, log.end_offset)  # never leave a stale, higher one
+        if report.recovery_point != log.end_offset:  # never leave a stale, higher one (nor rewrite an equal one)
+            files.write_recovery_point(directory, log.end_offset)
         logger.info("log.loaded", start_offset=log.start_offset, end_offset=log.end_offset,
                     segments=len(kept), clean=report.clean, segments_scanned=report.segments_scanned,
                     bytes_truncated=report.bytes_truncated)

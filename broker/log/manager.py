@@ -10,7 +10,9 @@ everything and writes the marker (fsynced) only if every log closed cleanly.
 Thread-safety: :meth:`get`, :meth:`topics` and :meth:`get_or_create` read
 copy-on-write dictionaries and never block on the background thread; creating a
 topic takes a short lock; :meth:`flush_due` and :meth:`run_retention` are called by
-the :class:`Flusher` thread (started by :meth:`start`).
+the :class:`Flusher` thread (started by :meth:`start`). The ``on_topic_created``
+listeners are called, outside the lock, on the thread that created a new topic:
+they should only post work elsewhere.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import fcntl
 import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
 import structlog
@@ -57,8 +59,11 @@ class LogManager:
         self._lock = threading.Lock()
         self._logs: dict[tuple[str, int], Log] = {}
         self._topics: dict[str, int] = {}
-        self._flusher: Flusher | None = None
+        self._flusher = Flusher(self)
+        self._flusher_started = False
         self._closed = False
+        self.on_topic_created: list[Callable[[str, int], object]] = []
+        """Called with (topic, partition count) after a new topic is published."""
         os.makedirs(self.data_dir, exist_ok=True)
         self._lock_fd = _lock_directory(self.data_dir)
         try:
@@ -107,14 +112,17 @@ class LogManager:
     def start(self) -> None:
         """Start the background flusher (flush by time and count, retention). Idempotent."""
         with self._lock:
-            if self._flusher is None and not self._closed:
-                self._flusher = Flusher(self)
+            if not self._flusher_started and not self._closed:
+                self._flusher_started = True
                 self._flusher.start()
 
+    @property
+    def flusher(self) -> Flusher:
+        """The background flusher (for ``flush_soon``); it runs once :meth:`start` was called."""
+        return self._flusher
+
     def _wake_flusher(self) -> None:
-        flusher = self._flusher
-        if flusher is not None:
-            flusher.wake()
+        self._flusher.wake()
 
     # -- topics ---------------------------------------------------------------------------
 
@@ -163,6 +171,8 @@ class LogManager:
                 raise
             self._publish(topic, logs)
         _logger.info("logs.topic_created", topic=topic, partitions=partitions)
+        for listener in self.on_topic_created:
+            listener(topic, partitions)
         return partitions
 
     def get(self, topic: str, partition: int) -> Log:
@@ -239,9 +249,7 @@ class LogManager:
             if self._closed:
                 return
             self._closed = True
-            flusher, self._flusher = self._flusher, None
-        if flusher is not None:
-            flusher.stop()
+        self._flusher.stop()
         errors = self._close_logs()
         try:
             if errors:

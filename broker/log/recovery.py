@@ -60,12 +60,14 @@ class CorruptLogError(StorageError):
 
 @dataclass(frozen=True, slots=True)
 class RecoveryReport:
-    """What opening a log did. ``clean`` is True when the scan was skipped."""
+    """What opening a log did. ``clean`` is True when the scan was skipped;
+    ``recovery_point`` is the one read from disk (0 when missing or unreadable)."""
 
     clean: bool
     segments_scanned: int = 0
     bytes_truncated: int = 0
     side_files: tuple[str, ...] = ()
+    recovery_point: int = 0
 
 
 @dataclass(slots=True)
@@ -114,8 +116,9 @@ class _Recovery:
         self.bytes_truncated = 0
         self.side_files: list[str] = []
 
-    def report(self, clean: bool) -> RecoveryReport:
-        return RecoveryReport(clean, len(self.scanned), self.bytes_truncated, tuple(self.side_files))
+    def report(self, clean: bool, recovery_point: int) -> RecoveryReport:
+        return RecoveryReport(clean, len(self.scanned), self.bytes_truncated, tuple(self.side_files),
+                              recovery_point)
 
     def trusted(self, segment: Segment) -> bool:
         ok = (segment.index.load_trusted(segment.size)
@@ -232,7 +235,7 @@ def recover_segments(segments: list[Segment], config: LogConfig, recovery_point:
     for segment in state.scanned:
         if segment in kept:
             segment.flush()  # recovered data may sit in the page cache only (KAFKA-10101)
-    return kept, state.report(clean)
+    return kept, state.report(clean, recovery_point)
 
 
 def _rebuilt_times(segment: Segment, positions: array[int]) -> array[int]:

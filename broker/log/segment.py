@@ -16,7 +16,6 @@ the last reference goes.
 
 from __future__ import annotations
 
-import errno
 import io
 import os
 import struct
@@ -110,16 +109,10 @@ class Segment:
             OSError: the write failed; the segment size is unchanged.
         """
         position = self.size
-        length = len(data)
-        written = os.pwrite(self._fd, data, position)
-        while written < length:
-            more = os.pwrite(self._fd, memoryview(data)[written:], position + written)
-            if more <= 0:
-                raise OSError(errno.EIO, f"short write to {self.path}")
-            written += more
+        files.pwrite_all(self._fd, data, position, self.path)
         if marks:
             self.index.add(marks, position, now_ms)
-        self.size = position + length
+        self.size = position + len(data)
         self.last_append_ms = now_ms
 
     def flush(self) -> None:

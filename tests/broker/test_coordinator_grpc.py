@@ -61,6 +61,13 @@ def owned(response: pb.RegisterConsumerResponse) -> set[tuple[str, int]]:
     return {(p.topic, p.partition) for p in response.partitions_to_own}
 
 
+def coordinator_timer_caught_up(broker) -> None:
+    """Wait until the coordinator's timer ran what is due now (a new topic's rebalance is posted there)."""
+    done = threading.Event()
+    broker.broker.coordination.timer.schedule(0, done.set)
+    assert done.wait(TIMEOUT)
+
+
 def test_health_and_reflection_are_on(channel) -> None:
     """grpc.health.v1 reports SERVING and reflection lists both rill services."""
     health = health_pb2_grpc.HealthStub(channel)
@@ -245,6 +252,7 @@ def test_a_new_subscribed_topic_triggers_a_rebalance(broker, stub) -> None:
     member = register(stub, "g10")
     assert owned(member) == set()
     produce(broker, "arrives-later", 0, [b"first"])
+    coordinator_timer_caught_up(broker)
     beat = stub.Heartbeat(pb.HeartbeatRequest(consumer_group="g10", consumer_id=member.consumer_id,
                                               generation=member.generation), timeout=TIMEOUT)
     assert beat.error_code == pb.REBALANCE_IN_PROGRESS

@@ -216,18 +216,17 @@ def test_flusher_flush_soon_flushes_without_m_or_s(tmp_path, clock):
     log.close()
 
 
-def test_flusher_appended_wakes_only_at_m_messages(tmp_path, clock):
-    """appended() triggers a pass only once the log holds flush_interval_messages unflushed."""
+def test_flush_signal_wakes_the_flusher_only_at_m_messages(tmp_path, clock):
+    """A log's flush_signal, hooked to wake(), triggers a pass only once flush_interval_messages are unflushed."""
     config = LogConfig(flush_interval_messages=5)
     log = Log.open(str(tmp_path), "t", 0, config, clock)
     target = _Target()
     flusher = Flusher(target, config, clock, wake_interval_ms=60_000)
+    log.flush_signal = flusher.wake
     flusher.start()
     log.append(encode_message_set([b"m"] * 4))
-    flusher.appended(log)
     assert not target.event.wait(0.05)
     log.append(encode_message_set([b"m"]))
-    flusher.appended(log)
     assert target.event.wait(5)
     flusher.stop()
     log.close()

@@ -185,6 +185,19 @@ def test_background_flusher_flushes_after_s_milliseconds(tmp_path):
     manager.close()
 
 
+def test_on_topic_created_is_called_once_per_new_topic(tmp_path):
+    """Listeners hear of a topic when it is created, by either path, and not when it already existed."""
+    manager = LogManager(str(tmp_path / "data"), LogConfig(), num_partitions=2)
+    created: list[tuple[str, int]] = []
+    manager.on_topic_created.append(lambda topic, partitions: created.append((topic, partitions)))
+    manager.create_topic("a", 3)
+    manager.create_topic("a", 3)
+    assert manager.get_or_create("b") == 2
+    assert manager.get_or_create("b") == 2
+    assert created == [("a", 3), ("b", 2)]
+    manager.close()
+
+
 def test_closed_manager_refuses_new_topics(tmp_path):
     """After close, creating topics raises StorageError."""
     manager = LogManager(str(tmp_path / "data"), LogConfig())

@@ -309,3 +309,17 @@ def test_side_file_copy_is_bounded_for_large_tails(tmp_path):
     assert peak < 8 * 2**20 and again.recovery_report.bytes_truncated == 3 * 2**20 + 17
     assert os.path.getsize(again.recovery_report.side_files[0]) == 3 * 2**20 + 17
     again.close()
+
+
+def test_clean_reopen_does_not_rewrite_the_recovery_point(tmp_path, monkeypatch):
+    """A log reopened after a clean close already has its end as recovery point: the file is not rewritten."""
+    log, _ = _written(tmp_path, [b"c" * 100] * 4, LogConfig(), crash=False)
+    log.close()
+    writes: list[tuple[str, int]] = []
+    real_write = files.write_recovery_point
+    monkeypatch.setattr(files, "write_recovery_point",
+                        lambda directory, offset: (writes.append((directory, offset)), real_write(directory, offset)))
+    again = Log.open(str(tmp_path), "t", 0, LogConfig(), clean=True)
+    assert writes == []
+    assert again.recovery_report.recovery_point == again.end_offset > 0
+    again.close()

@@ -66,6 +66,23 @@ def test_append_loops_on_short_writes(segment, monkeypatch):
     assert os.pread(segment.file.fileno(), 1000, 0) == data
 
 
+def test_a_zero_byte_pwrite_raises_instead_of_spinning(segment, tmp_path, monkeypatch):
+    """pwrite returning 0 is an EIO, for segment appends and index writes alike (one guarded pwrite_all)."""
+    monkeypatch.setattr(os, "pwrite", lambda fd, data, pos: 0)
+    with pytest.raises(OSError, match="short write"):
+        _append(segment, [b"never written"])
+    assert segment.size == 0
+    segment.index.add([0], 0, 1000)
+    with pytest.raises(OSError, match="short write"):
+        segment.index.persist()
+    fd = os.open(str(tmp_path / "plain"), os.O_WRONLY | os.O_CREAT)
+    try:
+        with pytest.raises(OSError, match="short write"):
+            files.pwrite_all(fd, b"abc", 0, "plain")
+    finally:
+        os.close(fd)
+
+
 def test_index_marks_first_message_and_every_interval(segment):
     """The index holds position 0 and then a boundary at least one interval after the previous."""
     for _ in range(10):

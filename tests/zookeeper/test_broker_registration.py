@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
 
+import grpc
 import pytest
 from kazoo.client import KazooClient, KazooState
 
@@ -16,6 +17,10 @@ from rill.broker.testing import RunningBroker, running_broker
 from rill.broker.zookeeper import ZkRegistrationError
 from rill.client.protocol import requests as rq
 from rill.client.protocol.messages import encode_message_set
+from rill.v1 import admin_pb2 as apb
+from rill.v1 import admin_pb2_grpc as apb_grpc
+from rill.v1 import coordinator_pb2 as pb
+from rill.v1 import coordinator_pb2_grpc as pb_grpc
 from tests.conftest import RawClient
 
 
@@ -144,7 +149,6 @@ def test_session_expiry_reregisters_without_stale_nodes(tmp_path: Path, zk_conne
         assert zk.get("/brokers/topics/dogs/2")[0] == b"4"
         # a topic created after the expiry is registered under the new session too
         b.broker.logs.create_topic("cats", 3)
-        b.broker.handlers.on_topics_changed()
         wait_for(lambda: zk.exists("/brokers/topics/cats/2") is not None, what="/brokers/topics/cats/2")
         assert zk.get("/brokers/topics/cats/2")[1].ephemeralOwner == reg.zk.client_id[0]
 
@@ -153,10 +157,32 @@ def test_clean_shutdown_removes_the_ephemerals(tmp_path: Path, zk_connect: str, 
     """Closing the broker ends its session, so its id and topic nodes disappear at once."""
     with zk_broker(tmp_path, zk_connect, num_partitions=2) as b:
         b.broker.logs.create_topic("t", 2)
-        b.broker.handlers.on_topics_changed()
         wait_for(lambda: zk.exists("/brokers/topics/t/2") is not None, what="/brokers/topics/t/2")
     assert ephemerals(zk) == {}
     assert zk.exists("/brokers/ids") is not None  # the persistent skeleton stays
+
+
+def test_topic_created_through_admin_grpc_is_registered_and_rebalances(tmp_path: Path, zk_connect: str,
+                                                                       zk: KazooClient) -> None:
+    """A topic created by the Admin CreateTopic reaches ZooKeeper and rebalances the groups subscribed to it."""
+    with zk_broker(tmp_path, zk_connect) as b, grpc.insecure_channel(b.grpc_address) as channel:
+        stub, admin = pb_grpc.GroupCoordinatorStub(channel), apb_grpc.AdminStub(channel)
+        assert stub.CreateGroup(pb.CreateGroupRequest(client_id="t", consumer_group="g", session_timeout=10_000,
+                                                      topics=["via-admin"]), timeout=10).error_code == 0
+        member = stub.RegisterConsumer(pb.RegisterConsumerRequest(client_id="c", consumer_group="g"), timeout=10)
+        assert list(member.partitions_to_own) == []
+        created = admin.CreateTopic(apb.CreateTopicRequest(topic="via-admin", partitions=3), timeout=10)
+        assert created.error_code == 0 and created.topic.partition_count == 3
+        wait_for(lambda: zk.exists("/brokers/topics/via-admin/2") is not None, what="/brokers/topics/via-admin/2")
+        assert zk.get("/brokers/topics/via-admin/2")[0] == b"3"
+
+        def heartbeat() -> int:
+            return int(stub.Heartbeat(pb.HeartbeatRequest(consumer_group="g", consumer_id=member.consumer_id,
+                                                          generation=member.generation), timeout=10).error_code)
+        wait_for(lambda: heartbeat() == pb.REBALANCE_IN_PROGRESS, what="the rebalance")
+        again = stub.RegisterConsumer(pb.RegisterConsumerRequest(client_id="c", consumer_group="g",
+                                                                 consumer_id=member.consumer_id), timeout=10)
+        assert {(p.topic, p.partition) for p in again.partitions_to_own} == {("via-admin", p) for p in range(3)}
 
 
 def test_standalone_without_zookeeper_connect(tmp_path: Path) -> None:
