@@ -1,0 +1,203 @@
+"""A live, watched view of the brokers' registry in ZooKeeper (seed 000 5.6, seed 004).
+
+Brokers publish (rill.broker.zookeeper writes them):
+
+    /brokers/ids/[broker_id]        -> "creator:host:port"
+    /brokers/topics/[topic]/[id]    -> number of partitions of the topic on that broker
+
+``RegistryView`` reads all of it into an immutable ``ClusterSnapshot`` and keeps it
+current: every read sets a one-shot watch, and any watch firing (or the session
+reconnecting) wakes one refresher thread that reads everything again, so a burst of
+changes costs one re-read. Listeners get each new snapshot that differs from the
+last, on the refresher thread; they must not block for long.
+
+Partitions are named the 0.7 way, ``"brokerid-partition"``, and ``broker_partitions``
+sorts them exactly as Kafka 0.7's ZkUtils.getPartitionsForTopics does: as strings
+(so ``"1-10"`` sorts before ``"1-2"``). Every 0.7 consumer in a group must use the
+same order, or two of them can claim one partition.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import structlog
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import KazooException, NoNodeError
+
+log = structlog.get_logger(__name__)
+
+IDS_PATH = "/brokers/ids"
+TOPICS_PATH = "/brokers/topics"
+RETRY_BACKOFF_S = 0.5
+
+
+class BrokerRegistration(NamedTuple):
+    broker_id: int
+    creator: str
+    host: str
+    port: int
+
+
+def parse_broker(broker_id: int, value: bytes) -> BrokerRegistration:
+    """``b"creator:host:port"`` -> registration; split as seed 004 says (host is the second field).
+
+    The port is the last field, so an IPv6 host (with colons) still parses.
+    """
+    text = value.decode("utf-8", errors="replace")
+    creator, sep, rest = text.partition(":")
+    host, sep2, port = rest.rpartition(":")
+    if not sep or not sep2 or not port.isdigit():
+        raise ValueError(f"broker {broker_id}: registration {text!r} is not creator:host:port")
+    return BrokerRegistration(broker_id, creator, host, int(port))
+
+
+def partition_name(broker_id: int, partition: int) -> str:
+    """The 0.7 name of a broker partition, as used in owner and offset paths: ``"2-0"``."""
+    return f"{broker_id}-{partition}"
+
+
+def parse_partition_name(name: str) -> tuple[int, int]:
+    """``"2-0"`` -> (2, 0); ValueError otherwise."""
+    broker, sep, partition = name.partition("-")
+    if not sep or not broker.isdigit() or not partition.isdigit():
+        raise ValueError(f"{name!r} is not a broker-partition name")
+    return int(broker), int(partition)
+
+
+@dataclass(frozen=True)
+class ClusterSnapshot:
+    """The registry at one moment: live brokers, and per topic the partition count on each broker."""
+
+    brokers: Mapping[int, BrokerRegistration] = field(default_factory=dict)
+    topics: Mapping[str, Mapping[int, int]] = field(default_factory=dict)
+
+    def broker_partitions(self, topic: str) -> list[str]:
+        """Every ``"broker-partition"`` of the topic, sorted as strings (Kafka 0.7's order).
+
+        Lists the topic registry as it stands, including a broker whose id node is gone
+        but whose topic node has not yet expired (0.7 did the same).
+        """
+        names = [partition_name(b, p) for b, count in self.topics.get(topic, {}).items() for p in range(count)]
+        return sorted(names)
+
+    def partition_count(self, topic: str, broker_id: int) -> int | None:
+        """Partitions the broker lists for the topic; None when it does not list it."""
+        return self.topics.get(topic, {}).get(broker_id)
+
+
+class RegistryView:
+    """Keeps a ``ClusterSnapshot`` of ``/brokers`` current with watches; ``start()`` reads it once."""
+
+    def __init__(self, zk: KazooClient) -> None:
+        self.zk = zk
+        self._snapshot = ClusterSnapshot()
+        self._listeners: list[Callable[[ClusterSnapshot], None]] = []
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._loaded = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def snapshot(self) -> ClusterSnapshot:
+        return self._snapshot
+
+    def add_listener(self, listener: Callable[[ClusterSnapshot], None]) -> None:
+        self._listeners.append(listener)
+
+    def start(self, timeout: float = 10.0) -> ClusterSnapshot:
+        """Read the registry, start watching; returns the first snapshot."""
+        self.zk.add_listener(self._on_state)
+        self._thread = threading.Thread(target=self._run, name="rill-zk-registry", daemon=True)
+        self._thread.start()
+        self._wake.set()
+        if not self._loaded.wait(timeout):
+            raise TimeoutError(f"could not read {TOPICS_PATH} and {IDS_PATH} from ZooKeeper in {timeout:g}s")
+        return self._snapshot
+
+    def refresh(self) -> None:
+        """Ask for a re-read (never blocks)."""
+        self._wake.set()
+
+    def close(self) -> None:
+        self._stopping.set()
+        self._wake.set()
+        self.zk.remove_listener(self._on_state)
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=10)
+
+    # -- refresher -------------------------------------------------------------------------
+
+    def _on_state(self, state: str) -> None:
+        if state == KazooState.CONNECTED:
+            self._wake.set()
+
+    def _watch(self, _event: Any) -> None:
+        self._wake.set()
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            self._wake.wait()
+            self._wake.clear()
+            if self._stopping.is_set():
+                return
+            try:
+                snapshot = self._read()
+            except KazooException as exc:
+                log.warning("zookeeper.registry_read_failed", error=repr(exc))
+                self._stopping.wait(RETRY_BACKOFF_S)
+                self._wake.set()
+                continue
+            self._loaded.set()
+            if snapshot != self._snapshot:
+                self._snapshot = snapshot
+                for listener in list(self._listeners):
+                    try:
+                        listener(snapshot)
+                    except Exception:
+                        log.exception("zookeeper.registry_listener_failed")
+
+    def _read(self) -> ClusterSnapshot:
+        brokers: dict[int, BrokerRegistration] = {}
+        for child in self._children(IDS_PATH):
+            if not child.isdigit():
+                continue
+            value = self._data(f"{IDS_PATH}/{child}")
+            if value is None:
+                continue
+            try:
+                brokers[int(child)] = parse_broker(int(child), value)
+            except ValueError as exc:
+                log.warning("zookeeper.bad_broker_registration", path=f"{IDS_PATH}/{child}", error=str(exc))
+        topics: dict[str, dict[int, int]] = {}
+        for topic in self._children(TOPICS_PATH):
+            counts: dict[int, int] = {}
+            for child in self._children(f"{TOPICS_PATH}/{topic}"):
+                value = self._data(f"{TOPICS_PATH}/{topic}/{child}")
+                if value is None or not child.isdigit():
+                    continue
+                try:
+                    counts[int(child)] = int(value.decode())
+                except ValueError:
+                    log.warning("zookeeper.bad_partition_count", path=f"{TOPICS_PATH}/{topic}/{child}",
+                                value=value[:40])
+            topics[topic] = dict(sorted(counts.items()))
+        return ClusterSnapshot(dict(sorted(brokers.items())), dict(sorted(topics.items())))
+
+    def _children(self, path: str) -> list[str]:
+        """Children of ``path`` with a watch; a missing path is empty and watched for creation."""
+        try:
+            return sorted(self.zk.get_children(path, watch=self._watch))
+        except NoNodeError:
+            self.zk.exists(path, watch=self._watch)
+            return []
+
+    def _data(self, path: str) -> bytes | None:
+        try:
+            data, _ = self.zk.get(path, watch=self._watch)
+            return bytes(data)
+        except NoNodeError:
+            return None
