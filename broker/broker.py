@@ -19,6 +19,7 @@ from rill.broker.handlers import RequestHandlers
 from rill.broker.log.manager import LogManager
 from rill.broker.server import BrokerServer
 from rill.broker.zookeeper import ZkRegistration
+from rill.client.zookeeper.registry import RegistryView
 from rill.client.protocol import requests as rq
 
 log = structlog.get_logger(__name__)
@@ -52,21 +53,33 @@ class Broker:
             identity=self.identity)
         self.server.handle = self.handlers
         self.zookeeper: ZkRegistration | None = None
+        self.registry: RegistryView | None = None  # the cluster as ZooKeeper lists it (with zookeeper.connect)
         if config["zookeeper.connect"]:
             try:
-                self.zookeeper = ZkRegistration(
-                    config["zookeeper.connect"], config["broker.id"], advertised_host(config), self.port,
-                    self.logs.topics, session_timeout_ms=config["zookeeper.session.timeout.ms"],
-                    connection_timeout_ms=config["zookeeper.connection.timeout.ms"])
-                self.zookeeper.start()
+                self._start_zookeeper(config)
             except BaseException:
-                self.zookeeper = None
                 self.coordination.close()
                 self.server.close()
                 self.logs.close()
                 raise
         self.logs.on_topic_created.append(self._on_topic_created)
         self._closed = False
+
+    def _start_zookeeper(self, config: BrokerConfig) -> None:
+        """Register in ZooKeeper and start watching the registry; leaves nothing running on failure."""
+        registration = ZkRegistration(
+            config["zookeeper.connect"], config["broker.id"], advertised_host(config), self.port,
+            self.logs.topics, session_timeout_ms=config["zookeeper.session.timeout.ms"],
+            connection_timeout_ms=config["zookeeper.connection.timeout.ms"])
+        registration.start()
+        registry = RegistryView(registration.zk)
+        try:
+            registry.start(timeout=config["zookeeper.connection.timeout.ms"] / 1000)
+        except BaseException:
+            registry.close()
+            registration.close()
+            raise
+        self.zookeeper, self.registry = registration, registry
 
     def _on_topic_created(self, topic: str, partitions: int) -> None:
         """A new topic (any creator, any thread): only posts work to the coordinator and ZooKeeper threads."""
@@ -97,6 +110,8 @@ class Broker:
         if self._closed:
             return
         self._closed = True
+        if self.registry is not None:
+            self.registry.close()
         if self.zookeeper is not None:
             self.zookeeper.close()
         self.coordination.close()
