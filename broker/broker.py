@@ -69,7 +69,7 @@ class Broker:
         """Register in ZooKeeper and start watching the registry; leaves nothing running on failure."""
         registration = ZkRegistration(
             config["zookeeper.connect"], config["broker.id"], advertised_host(config), self.port,
-            self.logs.topics, session_timeout_ms=config["zookeeper.session.timeout.ms"],
+            self.logs.topics, grpc_port=self.grpc_port, session_timeout_ms=config["zookeeper.session.timeout.ms"],
             connection_timeout_ms=config["zookeeper.connection.timeout.ms"])
         registration.start()
         registry = RegistryView(registration.zk)

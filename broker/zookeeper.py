@@ -4,6 +4,10 @@ With ``zookeeper.connect`` set the broker keeps, in its own ZooKeeper session:
 
     /brokers/ids/[broker_id]         -> "creator:host:port"   (ephemeral)
     /brokers/topics/[topic]/[id]     -> partition count       (ephemeral, one per topic it holds)
+    /rill/brokers/[broker_id]        -> {"host": .., "port": .., "grpc_port": ..}  (ephemeral)
+
+The first two are Kafka 0.7's layout, value for value; the third is rill's own (a 0.7
+client never reads it): where the broker's gRPC services listen.
 
 ``creator`` is ``host-<ms timestamp>`` as Kafka 0.7 wrote it, and every intermediate
 node it creates (``/brokers``, ``/brokers/topics/[topic]`` ...) holds that creator id.
@@ -21,6 +25,7 @@ the ephemerals at once.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -34,6 +39,7 @@ log = structlog.get_logger(__name__)
 
 IDS_PATH = "/brokers/ids"
 TOPICS_PATH = "/brokers/topics"
+RILL_BROKERS_PATH = "/rill/brokers"
 RETRY_BACKOFF_S = 0.5
 
 
@@ -52,12 +58,13 @@ class ZkRegistration:
     """One broker's ephemeral registration in ZooKeeper, kept across session expiry."""
 
     def __init__(self, connect: str, broker_id: int, host: str, port: int,
-                 topics: Callable[[], Mapping[str, int]], *,
+                 topics: Callable[[], Mapping[str, int]], *, grpc_port: int = 0,
                  session_timeout_ms: int = 6000, connection_timeout_ms: int = 6000) -> None:
         self.connect = connect
         self.broker_id = broker_id
         self.host = host
         self.port = port
+        self.grpc_port = grpc_port
         self.topics = topics
         self.session_timeout_s = session_timeout_ms / 1000
         self.connection_timeout_s = connection_timeout_ms / 1000
@@ -73,6 +80,10 @@ class ZkRegistration:
     @property
     def id_path(self) -> str:
         return f"{IDS_PATH}/{self.broker_id}"
+
+    @property
+    def rill_path(self) -> str:
+        return f"{RILL_BROKERS_PATH}/{self.broker_id}"
 
     def topic_path(self, topic: str) -> str:
         return f"{TOPICS_PATH}/{topic}/{self.broker_id}"
@@ -176,6 +187,8 @@ class ZkRegistration:
         self._create_ephemeral(self.id_path, self._broker_value().encode(), session, startup=startup)
         self._session = session
         self._own_sessions.add(session)
+        rill_value = json.dumps({"host": self.host, "port": self.port, "grpc_port": self.grpc_port})
+        self._create_ephemeral(self.rill_path, rill_value.encode(), session, startup=False)
         self._register_topics()
 
     def _register_topics(self) -> None:

@@ -4,6 +4,7 @@ Brokers publish (rill.broker.zookeeper writes them):
 
     /brokers/ids/[broker_id]        -> "creator:host:port"
     /brokers/topics/[topic]/[id]    -> number of partitions of the topic on that broker
+    /rill/brokers/[broker_id]       -> {"host", "port", "grpc_port"} (rill's own: the gRPC port)
 
 ``RegistryView`` reads all of it into an immutable ``ClusterSnapshot`` and keeps it
 current: every read sets a one-shot watch, and any watch firing (or the session
@@ -19,6 +20,7 @@ same order, or two of them can claim one partition.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -32,6 +34,7 @@ log = structlog.get_logger(__name__)
 
 IDS_PATH = "/brokers/ids"
 TOPICS_PATH = "/brokers/topics"
+RILL_BROKERS_PATH = "/rill/brokers"
 RETRY_BACKOFF_S = 0.5
 
 
@@ -40,6 +43,7 @@ class BrokerRegistration(NamedTuple):
     creator: str
     host: str
     port: int
+    grpc_port: int = 0  # from /rill/brokers/[id]; 0 for a broker that is not rill (or not yet listed)
 
 
 def parse_broker(broker_id: int, value: bytes) -> BrokerRegistration:
@@ -169,9 +173,11 @@ class RegistryView:
             if value is None:
                 continue
             try:
-                brokers[int(child)] = parse_broker(int(child), value)
+                registration = parse_broker(int(child), value)
             except ValueError as exc:
                 log.warning("zookeeper.bad_broker_registration", path=f"{IDS_PATH}/{child}", error=str(exc))
+                continue
+            brokers[int(child)] = registration._replace(grpc_port=self._grpc_port(int(child)))
         topics: dict[str, dict[int, int]] = {}
         for topic in self._children(TOPICS_PATH):
             counts: dict[int, int] = {}
@@ -186,6 +192,18 @@ class RegistryView:
                                 value=value[:40])
             topics[topic] = dict(sorted(counts.items()))
         return ClusterSnapshot(dict(sorted(brokers.items())), dict(sorted(topics.items())))
+
+    def _grpc_port(self, broker_id: int) -> int:
+        value = self._data(f"{RILL_BROKERS_PATH}/{broker_id}")
+        if value is None:
+            self.zk.exists(f"{RILL_BROKERS_PATH}/{broker_id}", watch=self._watch)  # wake when it appears
+            return 0
+        try:
+            port = json.loads(value)["grpc_port"]
+        except (ValueError, KeyError, TypeError):
+            log.warning("zookeeper.bad_rill_registration", path=f"{RILL_BROKERS_PATH}/{broker_id}", value=value[:80])
+            return 0
+        return port if isinstance(port, int) else 0
 
     def _children(self, path: str) -> list[str]:
         """Children of ``path`` with a watch; a missing path is empty and watched for creation."""

@@ -50,6 +50,7 @@ def test_view_follows_brokers_and_topics(tmp_path: Path, zk_connect: str, zk: Ka
             b.broker.logs.create_topic("dogs", 4)
             wait_for(lambda: view.snapshot.partition_count("dogs", 2) == 4, what="dogs listed")
             assert view.snapshot.brokers[2].port == b.port
+            wait_for(lambda: view.snapshot.brokers[2].grpc_port == b.grpc_port, what="gRPC port listed")
             assert view.snapshot.broker_partitions("dogs") == ["2-0", "2-1", "2-2", "2-3"]
             zk.set("/brokers/topics/dogs/2", b"5")  # a count that changes is followed too
             wait_for(lambda: view.snapshot.partition_count("dogs", 2) == 5, what="count change")
