@@ -1,0 +1,86 @@
+"""The executor side of a read: one byte range of a partition into Arrow record batches.
+
+Runs inside a Spark Python worker. Each fetch answer (up to ``fetch_bytes`` of whole,
+CRC-checked messages) becomes one ``pyarrow.RecordBatch`` in the source's schema
+(:data:`SCHEMA`), so Spark receives columns, not Python rows. Messages inside a
+compressed wrapper all carry the wrapper's offset (0.7 semantics), and a wrapper
+belongs to the range its offset falls in.
+
+``key`` and ``timestamp`` are null: the Kafka 0.7 message format has neither, and the
+broker's append times are not available per message (docs/spark.md, "Schema").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from rill.client.errors import OffsetOutOfRange
+from rill.client.protocol.messages import Message
+from rill.client.simple import SimpleConsumer
+from rill.client.spark.ranges import ByteRange
+
+__all__ = ["SCHEMA_DDL", "spark_schema", "arrow_schema", "read_range", "batch_of"]
+
+# Spark's Kafka source's columns (without timestampType), in its order.
+SCHEMA_DDL = "key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP"
+
+
+def spark_schema() -> Any:
+    """:data:`SCHEMA_DDL` as a StructType (parsing DDL would need a running JVM; executors have none)."""
+    from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
+    from pyspark.sql.types import TimestampType
+
+    return StructType([StructField("key", BinaryType()), StructField("value", BinaryType()),
+                       StructField("topic", StringType()), StructField("partition", IntegerType()),
+                       StructField("offset", LongType()), StructField("timestamp", TimestampType())])
+
+
+def arrow_schema() -> Any:
+    """The Arrow schema Spark expects from ``read()`` (checked against the first batch)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(spark_schema(), timezone="UTC")
+
+
+def batch_of(messages: list[Message], topic: str, partition: int, schema: Any) -> Any:
+    """One RecordBatch of ``messages`` (all of ``topic``-``partition``)."""
+    import pyarrow as pa  # type: ignore[import-untyped]
+
+    n = len(messages)
+    return pa.RecordBatch.from_arrays([
+        pa.nulls(n, pa.binary()),
+        pa.array([m.value for m in messages], pa.binary()),
+        pa.repeat(pa.scalar(topic, pa.string()), n),
+        pa.repeat(pa.scalar(partition, pa.int32()), n),
+        pa.array([m.offset for m in messages], pa.int64()),
+        pa.nulls(n, schema.field("timestamp").type),
+    ], schema=schema)
+
+
+def read_range(r: ByteRange, fetch_bytes: int) -> Iterator[Any]:
+    """Yield RecordBatches of every message of ``r`` (``r.start <= offset < r.end``).
+
+    Raises:
+        OffsetOutOfRange: the range is no longer in the log (retention deleted it) or
+            the log ends before ``r.end`` (it was truncated); the message says which.
+        BrokerError, CorruptMessageError, ConnectionClosed: from the fetches.
+    """
+    schema = arrow_schema()
+    offset = r.start
+    with SimpleConsumer(r.host, r.port, max_fetch_size=fetch_bytes,
+                        fetch_size_limit=max(fetch_bytes, 64 * 1024 * 1024)) as consumer:
+        while offset < r.end:
+            try:
+                messages = consumer.fetch(r.topic, r.partition, offset, min(fetch_bytes, r.end - offset))
+            except OffsetOutOfRange as exc:
+                raise OffsetOutOfRange(f"{r.topic}-{r.partition}: offsets [{offset}, {r.end}) are no longer in the "
+                                       f"log (deleted by retention?): {exc}") from exc
+            if not messages:
+                raise OffsetOutOfRange(f"{r.topic}-{r.partition}: the log ends at {offset}, before the planned "
+                                       f"end {r.end} (was it truncated?)")
+            if messages[-1].offset >= r.end:
+                messages = [m for m in messages if m.offset < r.end]
+            yield batch_of(messages, r.topic, r.partition, schema)
+            offset = messages[-1].next_offset  # the last message of a fetch ends a whole wrapper
+

@@ -1,0 +1,86 @@
+"""The batch reader: plans byte ranges on the driver, reads them on executors.
+
+``partitions()`` runs once, at planning time, in a Python process on the driver: it
+resolves the subscription and the offsets (any bad option fails the query there, with
+a :class:`~rill.client.spark.options.SourceOptionError`) and returns one
+:class:`~rill.client.spark.ranges.ByteRange` per partition, or several for a partition
+bigger than ``splitBytes`` (or to reach ``minPartitions``). ``read()`` runs once per
+range in an executor and yields Arrow record batches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import structlog
+from pyspark.sql.datasource import DataSourceReader, InputPartition
+
+from rill.client.spark.arrow_read import read_range
+from rill.client.spark.options import ReadOptions, SourceOptionError
+from rill.client.spark.planning import Cluster, TopicPartition, cluster
+from rill.client.spark.ranges import ByteRange, pieces_for, split
+
+__all__ = ["RillBatchReader", "plan_ranges", "resolve_batch_offsets"]
+
+log = structlog.get_logger(__name__)
+
+
+def resolve_batch_offsets(c: Cluster, opts: ReadOptions) -> dict[TopicPartition, tuple[int, int]]:
+    """(start, end) of every subscribed partition, from the options, checked against the logs.
+
+    Raises:
+        SourceOptionError: unknown topics or partitions, offsets outside the log or not on a
+            message boundary, or a start after its end.
+    """
+    topics = c.refresh(opts.subscribe, opts.pattern)
+    c.check_named_partitions(opts.starting, topics, "startingOffsets")
+    c.check_named_partitions(opts.ending, topics, "endingOffsets")
+    result: dict[TopicPartition, tuple[int, int]] = {}
+    for topic, count in topics.items():
+        for p in range(count):
+            tp = (topic, p)
+            bounds = c.bounds(tp)
+            if opts.starting_timestamp is not None:
+                start = c.offset_at_time(tp, opts.starting_timestamp)
+            else:
+                start = c.resolve(opts.starting, tp, "startingOffsets", bounds)
+            end = c.resolve(opts.ending, tp, "endingOffsets", bounds)
+            if start > end:
+                raise SourceOptionError(f"{topic}-{p}: the starting offset {start} is after the ending offset {end}")
+            result[tp] = (start, end)
+    return result
+
+
+def plan_ranges(c: Cluster, offsets: dict[TopicPartition, tuple[int, int]], split_bytes: int,
+                min_partitions: int = 1) -> list[ByteRange]:
+    """The ranges to read: one per non-empty partition, big ones split at message boundaries."""
+    total = sum(end - start for start, end in offsets.values())
+    ranges: list[ByteRange] = []
+    for tp, (start, end) in offsets.items():
+        if end <= start:
+            continue
+        leader = c.leader(tp)
+        whole = ByteRange(tp[0], tp[1], start, end, leader.host, leader.port)
+        pieces = max(pieces_for(whole.size, split_bytes), -(-min_partitions * whole.size // max(total, 1)))
+        ranges.extend(split(whole, pieces, c.boundaries(tp, start, end)) if pieces > 1 else [whole])
+    return ranges
+
+
+class RillBatchReader(DataSourceReader):
+    """A batch read of the subscribed topics between the starting and ending offsets."""
+
+    def __init__(self, opts: ReadOptions) -> None:
+        self.opts = opts
+
+    def partitions(self) -> list[InputPartition]:
+        with cluster(self.opts.bootstrap) as c:
+            offsets = resolve_batch_offsets(c, self.opts)
+            ranges = plan_ranges(c, offsets, self.opts.split_bytes, self.opts.min_partitions)
+        log.info("spark.batch_planned", partitions=len(offsets), tasks=len(ranges),
+                 bytes=sum(r.size for r in ranges))
+        return list(ranges)
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        if isinstance(partition, ByteRange):
+            yield from read_range(partition, self.opts.fetch_bytes)

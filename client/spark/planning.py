@@ -1,0 +1,181 @@
+"""Driver-side questions to the brokers: which partitions, which offsets, where to cut.
+
+:class:`Cluster` opens simple consumers (one per broker, lazily) from a bootstrap
+address and answers what the readers plan with: the subscribed topics and their
+partitions with leaders, each partition's log start and end, the offset of a start
+time, whether an offset is a message boundary, and the boundaries the broker reports
+inside a range (see rill.client.spark.ranges).
+
+Every problem a user can cause (an unknown topic, an offset outside the log or not
+on a message boundary, an unreachable broker) raises :class:`SourceOptionError`
+with a message that says what to change. Not thread-safe: one per planning call.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import structlog
+
+from rill.client.connection import parse_address
+from rill.client.errors import BrokerError, ConnectionClosed, InvalidOffset, OffsetOutOfRange
+from rill.client.protocol import requests as rq
+from rill.client.simple import SimpleConsumer
+from rill.client.spark.options import EARLIEST, LATEST, OffsetSpec, SourceOptionError
+
+__all__ = ["Cluster", "TopicPartition", "cluster"]
+
+log = structlog.get_logger(__name__)
+
+FAR_FUTURE_MS = 2 ** 62  # every index entry was appended before this time
+MAX_BOUNDARIES = 1_000_000  # index entries asked for at most (8 bytes each in the answer)
+TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Leader:
+    host: str
+    port: int
+
+
+class Cluster:
+    """Metadata and offsets from the brokers reachable through ``bootstrap`` (``host:port[,...]``)."""
+
+    def __init__(self, bootstrap: str, timeout: float = 30.0) -> None:
+        try:
+            self._bootstrap = parse_address(bootstrap.split(",")[0].strip())
+        except ValueError as exc:
+            raise SourceOptionError(f"option 'bootstrap': {exc}") from None
+        self._timeout = timeout
+        self._clients: dict[tuple[str, int], SimpleConsumer] = {}
+        self._leaders: dict[TopicPartition, Leader] = {}
+        self._partitions: dict[str, int] = {}
+
+    def close(self) -> None:
+        for client in self._clients.values():
+            client.close()
+        self._clients.clear()
+
+    def _client(self, host: str, port: int) -> SimpleConsumer:
+        key = (host, port)
+        if key not in self._clients:
+            self._clients[key] = SimpleConsumer(host, port, timeout=self._timeout)
+        return self._clients[key]
+
+    def _bootstrap_client(self) -> SimpleConsumer:
+        return self._client(*self._bootstrap)
+
+    # ---------------------------------------------------------------- topics
+
+    def refresh(self, subscribe: tuple[str, ...], pattern: str | None, *, must_exist: bool = True) -> dict[str, int]:
+        """Look up the subscribed topics: partition count by topic, sorted by name.
+
+        Raises:
+            SourceOptionError: a topic of ``subscribe`` does not exist (when ``must_exist``),
+                or the broker cannot be reached.
+        """
+        metadata = self._metadata(subscribe)
+        brokers = {b.broker_id: Leader(b.host, b.port) for b in metadata.brokers}
+        result: dict[str, int] = {}
+        matcher = re.compile(pattern) if pattern is not None else None
+        for t in sorted(metadata.topics, key=lambda t: t.topic):
+            if matcher is not None and not matcher.fullmatch(t.topic):
+                continue
+            if t.error:
+                if must_exist:
+                    raise SourceOptionError(f"topic {t.topic!r} does not exist (create it with: rill topics "
+                                            f"create --topic {t.topic} --partitions N)")
+                continue
+            result[t.topic] = t.partitions
+            for p, broker_id in enumerate(t.leaders):
+                self._leaders[(t.topic, p)] = brokers.get(broker_id, Leader(*self._bootstrap))
+        self._partitions.update(result)
+        return result
+
+    def _metadata(self, names: tuple[str, ...]) -> rq.Metadata:
+        try:
+            return self._bootstrap_client().metadata(names)
+        except ConnectionClosed as exc:
+            raise SourceOptionError(f"cannot reach the rill broker at option 'bootstrap' "
+                                    f"{self._bootstrap[0]}:{self._bootstrap[1]}: {exc}") from exc
+
+    def leader(self, tp: TopicPartition) -> Leader:
+        return self._leaders.get(tp, Leader(*self._bootstrap))
+
+    def client_for(self, tp: TopicPartition) -> SimpleConsumer:
+        """The simple consumer connected to the leader of ``tp`` (as of the last :meth:`refresh`)."""
+        leader = self.leader(tp)
+        return self._client(leader.host, leader.port)
+
+    # ---------------------------------------------------------------- offsets
+
+    def bounds(self, tp: TopicPartition) -> tuple[int, int]:
+        """(log start offset, log end offset) of ``tp``."""
+        client = self.client_for(tp)
+        return client.earliest_offset(*tp), client.latest_offset(*tp)
+
+    def offset_at_time(self, tp: TopicPartition, time_ms: int) -> int:
+        """The offset to start from so that nothing appended at or after ``time_ms`` is missed
+        (precision: one time-index interval earlier at most); the log start when everything is newer."""
+        offsets = self.client_for(tp).offsets_before(tp[0], tp[1], time_ms, 1)
+        return offsets[0] if offsets else self.bounds(tp)[0]
+
+    def check_boundary(self, tp: TopicPartition, offset: int, option: str) -> None:
+        """Raise SourceOptionError unless ``offset`` is inside the log of ``tp`` and a message boundary."""
+        low, high = self.bounds(tp)
+        if not low <= offset <= high:
+            raise SourceOptionError(f"option {option!r}: offset {offset} of {tp[0]}-{tp[1]} is outside the log "
+                                    f"[{low}, {high}] (offsets are byte positions)")
+        if offset == high:
+            return
+        try:
+            self.client_for(tp).fetch(tp[0], tp[1], offset, 64)
+        except (InvalidOffset, OffsetOutOfRange) as exc:
+            raise SourceOptionError(f"option {option!r}: offset {offset} of {tp[0]}-{tp[1]} is not the start of a "
+                                    f"message (offsets are byte positions): {exc}") from None
+
+    def resolve(self, spec: OffsetSpec, tp: TopicPartition, option: str,
+                bounds: tuple[int, int] | None = None) -> int:
+        """The concrete offset ``spec`` gives ``tp`` (earliest and latest resolved), checked."""
+        low, high = bounds if bounds is not None else self.bounds(tp)
+        wanted = spec.offset_for(*tp)
+        if wanted == EARLIEST:
+            return low
+        if wanted == LATEST:
+            return high
+        self.check_boundary(tp, wanted, option)
+        return wanted
+
+    def check_named_partitions(self, spec: OffsetSpec, topics: dict[str, int], option: str) -> None:
+        """Every topic-partition an offsets JSON names must be subscribed and exist."""
+        for topic, parts in spec.per_partition.items():
+            if topic not in topics:
+                raise SourceOptionError(f"option {option!r} names topic {topic!r}, which is not subscribed "
+                                        f"(or does not exist)")
+            for p in parts:
+                if p >= topics[topic]:
+                    raise SourceOptionError(f"option {option!r} names partition {p} of {topic!r}, which has "
+                                            f"{topics[topic]} partitions")
+
+    def boundaries(self, tp: TopicPartition, start: int, end: int) -> list[int]:
+        """Message boundaries the broker knows strictly inside ``(start, end)``, ascending (maybe none)."""
+        wanted = min(MAX_BOUNDARIES, max(16, (end - start) // 1024 + 16))
+        try:
+            offsets = self.client_for(tp).offsets_before(tp[0], tp[1], FAR_FUTURE_MS, wanted)
+        except BrokerError as exc:
+            log.warning("spark.boundaries_unavailable", topic=tp[0], partition=tp[1], error=str(exc))
+            return []
+        return sorted(o for o in offsets if start < o < end)
+
+
+@contextmanager
+def cluster(bootstrap: str) -> Iterator[Cluster]:
+    """A :class:`Cluster` closed on exit."""
+    c = Cluster(bootstrap)
+    try:
+        yield c
+    finally:
+        c.close()
