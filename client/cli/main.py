@@ -12,7 +12,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from rill.client.cli import consume, groups, perf, produce, topics
+from rill.client.cli import consume, groups, perf, produce, spark, topics
 from rill.client.cli.common import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, CliError, cli_logging
 from rill.client.errors import BrokerError, ConnectionClosed, CorruptMessageError, RillError, UnknownTopic
 from rill.client.protocol.framing import DecodeError
@@ -29,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     topics.add_parser(subparsers)
     groups.add_parser(subparsers)
     perf.add_parser(subparsers)
+    spark.add_parser(subparsers)
     return parser
 
 

@@ -20,6 +20,7 @@ from rill.client.spark.arrow_read import read_range
 from rill.client.spark.options import ReadOptions, SourceOptionError
 from rill.client.spark.planning import Cluster, TopicPartition, cluster
 from rill.client.spark.ranges import ByteRange, pieces_for, split
+from rill.client.spark.worker_log import worker_logging
 
 __all__ = ["RillBatchReader", "plan_ranges", "resolve_batch_offsets"]
 
@@ -33,22 +34,20 @@ def resolve_batch_offsets(c: Cluster, opts: ReadOptions) -> dict[TopicPartition,
         SourceOptionError: unknown topics or partitions, offsets outside the log or not on a
             message boundary, or a start after its end.
     """
-    topics = c.refresh(opts.subscribe, opts.pattern)
-    c.check_named_partitions(opts.starting, topics, "startingOffsets")
-    c.check_named_partitions(opts.ending, topics, "endingOffsets")
+    covered = c.partitions(opts)
+    c.check_named_partitions(opts.starting, c.partition_counts, "startingOffsets")
+    c.check_named_partitions(opts.ending, c.partition_counts, "endingOffsets")
     result: dict[TopicPartition, tuple[int, int]] = {}
-    for topic, count in topics.items():
-        for p in range(count):
-            tp = (topic, p)
-            bounds = c.bounds(tp)
-            if opts.starting_timestamp is not None:
-                start = c.offset_at_time(tp, opts.starting_timestamp)
-            else:
-                start = c.resolve(opts.starting, tp, "startingOffsets", bounds)
-            end = c.resolve(opts.ending, tp, "endingOffsets", bounds)
-            if start > end:
-                raise SourceOptionError(f"{topic}-{p}: the starting offset {start} is after the ending offset {end}")
-            result[tp] = (start, end)
+    for tp in covered:
+        bounds = c.bounds(tp)
+        if opts.starting_timestamp is not None:
+            start = c.offset_at_time(tp, opts.starting_timestamp)
+        else:
+            start = c.resolve(opts.starting, tp, "startingOffsets", bounds)
+        end = c.resolve(opts.ending, tp, "endingOffsets", bounds)
+        if start > end:
+            raise SourceOptionError(f"{tp[0]}-{tp[1]}: the starting offset {start} is after the ending offset {end}")
+        result[tp] = (start, end)
     return result
 
 
@@ -82,5 +81,6 @@ class RillBatchReader(DataSourceReader):
         return list(ranges)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
+        worker_logging()
         if isinstance(partition, ByteRange):
             yield from read_range(partition, self.opts.fetch_bytes)

@@ -33,7 +33,7 @@ DEFAULT_SPLIT_BYTES = 256 * 1024 * 1024
 # What Spark itself may add to a source's options (writeStream passes checkpointLocation, save(path) passes path).
 _SPARK_KEYS = {"checkpointlocation", "path"}
 _BOOTSTRAP_KEYS = ("bootstrap", "bootstrap.servers", "kafka.bootstrap.servers")
-_READ_KEYS = {"subscribe", "subscribepattern", "startingoffsets", "endingoffsets", "startingtimestamp",
+_READ_KEYS = {"assign", "subscribe", "subscribepattern", "startingoffsets", "endingoffsets", "startingtimestamp",
               "maxoffsetspertrigger", "fetchbytes", "splitbytes", "minpartitions"}
 _WRITE_KEYS = {"topic", "producer.linger.ms", "producer.batch.size", "producer.acks", "producer.compression.type"}
 
@@ -62,6 +62,7 @@ class ReadOptions:
     bootstrap: str
     subscribe: tuple[str, ...]
     pattern: str | None
+    assign: Mapping[str, tuple[int, ...]] | None
     starting: OffsetSpec
     ending: OffsetSpec
     starting_timestamp: int | None
@@ -155,24 +156,40 @@ def parse_offsets(option: str, text: str | None, default: int, *, allow_earliest
     return OffsetSpec(default, per)
 
 
-def _subscription(options: Mapping[str, str]) -> tuple[tuple[str, ...], str | None]:
-    subscribe, pattern = options.get("subscribe"), options.get("subscribePattern")
-    if (subscribe is None) == (pattern is None):
-        raise SourceOptionError("exactly one of the options 'subscribe' (comma-separated topics) and "
-                                "'subscribePattern' (a regular expression) is required")
+def _assign(text: str) -> dict[str, tuple[int, ...]]:
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        parsed = None
+    if not isinstance(parsed, dict) or not parsed or not all(
+            is_valid_topic(t) and isinstance(ps, list) and all(isinstance(p, int) and p >= 0 for p in ps)
+            for t, ps in parsed.items()):
+        raise SourceOptionError(f"option 'assign' must be JSON like {{\"topic\": [0, 1]}}, got {text!r}")
+    return {t: tuple(sorted(set(ps))) for t, ps in parsed.items()}
+
+
+def _subscription(options: Mapping[str, str]) -> tuple[tuple[str, ...], str | None, dict[str, tuple[int, ...]] | None]:
+    subscribe, pattern, assign = options.get("subscribe"), options.get("subscribePattern"), options.get("assign")
+    if sum(x is not None for x in (subscribe, pattern, assign)) != 1:
+        raise SourceOptionError("exactly one of the options 'subscribe' (comma-separated topics), "
+                                "'subscribePattern' (a regular expression) and 'assign' (JSON "
+                                "{\"topic\": [partitions]}) is required")
+    if assign is not None:
+        assigned = _assign(assign)
+        return tuple(sorted(assigned)), None, assigned
     if pattern is not None:
         try:
             re.compile(pattern)
         except re.error as exc:
             raise SourceOptionError(f"option 'subscribePattern': {pattern!r} is not a regular expression: "
                                     f"{exc}") from None
-        return (), pattern
+        return (), pattern, None
     assert subscribe is not None
     topics = tuple(t.strip() for t in subscribe.split(",") if t.strip())
     bad = [t for t in topics if not is_valid_topic(t)]
     if not topics or bad:
         raise SourceOptionError(f"option 'subscribe' must name topics of [A-Za-z0-9._-], got {subscribe!r}")
-    return topics, None
+    return topics, None, None
 
 
 def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
@@ -186,7 +203,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
         SourceOptionError: the first problem found, naming the option.
     """
     _check_keys(options, _READ_KEYS)
-    subscribe, pattern = _subscription(options)
+    subscribe, pattern, assign = _subscription(options)
     starting = parse_offsets("startingOffsets", options.get("startingOffsets"), LATEST if streaming else EARLIEST)
     if streaming and options.get("endingOffsets") is not None:
         raise SourceOptionError("option 'endingOffsets' is for batch reads only; a stream has no end")
@@ -202,7 +219,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
             raise SourceOptionError(f"option 'startingTimestamp' must be milliseconds since the epoch, got {text!r}")
         timestamp = int(text)
     return ReadOptions(
-        bootstrap=_bootstrap(options), subscribe=subscribe, pattern=pattern, starting=starting, ending=ending,
+        bootstrap=_bootstrap(options), subscribe=subscribe, pattern=pattern, assign=assign, starting=starting, ending=ending,
         starting_timestamp=timestamp,
         max_offsets_per_trigger=_positive(options, "maxOffsetsPerTrigger", None),
         fetch_bytes=_required_positive(options, "fetchBytes", DEFAULT_FETCH_BYTES),

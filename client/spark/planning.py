@@ -24,7 +24,7 @@ from rill.client.connection import parse_address
 from rill.client.errors import BrokerError, ConnectionClosed, InvalidOffset, OffsetOutOfRange
 from rill.client.protocol import requests as rq
 from rill.client.simple import SimpleConsumer
-from rill.client.spark.options import EARLIEST, LATEST, OffsetSpec, SourceOptionError
+from rill.client.spark.options import EARLIEST, LATEST, OffsetSpec, ReadOptions, SourceOptionError
 
 __all__ = ["Cluster", "TopicPartition", "cluster"]
 
@@ -70,6 +70,22 @@ class Cluster:
 
     # ---------------------------------------------------------------- topics
 
+    def partitions(self, opts: ReadOptions, *, must_exist: bool = True) -> list[TopicPartition]:
+        """The partitions a read covers: every partition of the subscribed topics, or the assigned ones.
+
+        Raises:
+            SourceOptionError: as :meth:`refresh`, or an assigned partition that does not exist.
+        """
+        topics = self.refresh(opts.subscribe, opts.pattern, must_exist=must_exist)
+        if opts.assign is None:
+            return [(t, p) for t, n in topics.items() for p in range(n)]
+        for topic, parts in opts.assign.items():
+            missing = [p for p in parts if p >= topics.get(topic, 0)]
+            if missing:
+                raise SourceOptionError(f"option 'assign': {topic!r} has no partition {missing[0]} "
+                                        f"({topics.get(topic, 0)} partitions)")
+        return [(t, p) for t, parts in opts.assign.items() for p in parts]
+
     def refresh(self, subscribe: tuple[str, ...], pattern: str | None, *, must_exist: bool = True) -> dict[str, int]:
         """Look up the subscribed topics: partition count by topic, sorted by name.
 
@@ -102,6 +118,20 @@ class Cluster:
             raise SourceOptionError(f"cannot reach the rill broker at option 'bootstrap' "
                                     f"{self._bootstrap[0]}:{self._bootstrap[1]}: {exc}") from exc
 
+    @property
+    def partition_counts(self) -> dict[str, int]:
+        """Partition count by topic, of every topic looked up so far."""
+        return dict(self._partitions)
+
+    def grpc_address(self) -> str:
+        """``host:port`` of the bootstrap broker's gRPC services (group coordinator, admin)."""
+        brokers = self._metadata(()).brokers
+        host, port = self._bootstrap
+        chosen = next((b for b in brokers if (b.host, b.port) == (host, port)), brokers[0] if brokers else None)
+        if chosen is None:
+            raise SourceOptionError(f"the broker at {host}:{port} named no brokers in its metadata")
+        return f"{chosen.host}:{chosen.grpc_port}"
+
     def leader(self, tp: TopicPartition) -> Leader:
         return self._leaders.get(tp, Leader(*self._bootstrap))
 
@@ -132,7 +162,7 @@ class Cluster:
         if offset == high:
             return
         try:
-            self.client_for(tp).fetch(tp[0], tp[1], offset, 64)
+            self.client_for(tp).fetch(tp[0], tp[1], offset, 65536)
         except (InvalidOffset, OffsetOutOfRange) as exc:
             raise SourceOptionError(f"option {option!r}: offset {offset} of {tp[0]}-{tp[1]} is not the start of a "
                                     f"message (offsets are byte positions): {exc}") from None

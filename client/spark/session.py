@@ -42,6 +42,7 @@ def spark_session(master: str = "local[2]", app_name: str = "rill", **conf: str)
                .config("spark.pyspark.python", sys.executable)
                .config("spark.pyspark.driver.python", sys.executable)
                .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.session.timeZone", "UTC"))
     for key, value in conf.items():
         builder = builder.config(key, value)

@@ -15,6 +15,7 @@ from rill.client.spark.arrow_read import SCHEMA_DDL
 from rill.client.spark.batch import RillBatchReader
 from rill.client.spark.options import SourceOptionError, parse_read_options, parse_write_options
 from rill.client.spark.stream import RillStreamReader
+from rill.client.spark.worker_log import worker_logging
 from rill.client.spark.write import RillStreamWriter, RillWriter, check_write_schema
 
 __all__ = ["RillDataSource", "SOURCE_NAME"]
@@ -33,12 +34,15 @@ class RillDataSource(DataSource):
         return SCHEMA_DDL
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        worker_logging()
         return RillBatchReader(parse_read_options(self.options, streaming=False))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        worker_logging()
         return RillStreamReader(parse_read_options(self.options, streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        worker_logging()
         if overwrite:
             raise SourceOptionError("a rill topic is an append-only log: use mode('append'), not overwrite")
         opts = parse_write_options(self.options)
@@ -46,6 +50,7 @@ class RillDataSource(DataSource):
         return RillWriter(opts)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        worker_logging()
         opts = parse_write_options(self.options)
         check_write_schema(opts, schema.fieldNames())
         return RillStreamWriter(opts)

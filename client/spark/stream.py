@@ -31,6 +31,7 @@ from rill.client.spark.batch import plan_ranges
 from rill.client.spark.options import ReadOptions, SourceOptionError
 from rill.client.spark.planning import Cluster, TopicPartition, cluster
 from rill.client.spark.ranges import ByteRange
+from rill.client.spark.worker_log import worker_logging
 
 __all__ = ["RillStreamReader", "to_json_offsets", "from_json_offsets"]
 
@@ -69,14 +70,12 @@ class RillStreamReader(DataSourceStreamReader):
     # ---------------------------------------------------------------- driver
 
     def _latest(self, c: Cluster) -> dict[TopicPartition, tuple[int, int]]:
-        topics = c.refresh(self.opts.subscribe, self.opts.pattern, must_exist=bool(self.opts.subscribe))
-        return {(t, p): c.bounds((t, p)) for t, n in topics.items() for p in range(n)}
+        return {tp: c.bounds(tp) for tp in c.partitions(self.opts, must_exist=self.opts.pattern is None)}
 
     def initialOffset(self) -> dict[str, dict[str, int]]:
         with cluster(self.opts.bootstrap) as c:
             bounds = self._latest(c)
-            topics = c.refresh(self.opts.subscribe, self.opts.pattern, must_exist=bool(self.opts.subscribe))
-            c.check_named_partitions(self.opts.starting, topics, "startingOffsets")
+            c.check_named_partitions(self.opts.starting, c.partition_counts, "startingOffsets")
             if self.opts.starting_timestamp is not None:
                 start = {tp: c.offset_at_time(tp, self.opts.starting_timestamp) for tp in bounds}
             else:
@@ -121,6 +120,7 @@ class RillStreamReader(DataSourceStreamReader):
     # ---------------------------------------------------------------- executors
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
+        worker_logging()
         if not isinstance(partition, ByteRange):
             raise SourceOptionError(f"unexpected partition {partition!r} for the rill stream reader")
         yield from read_range(partition, self.opts.fetch_bytes)
@@ -144,5 +144,5 @@ def _capped(c: Cluster, current: Offsets, ends: Offsets, budget: int) -> Offsets
 def _one_fetch_end(c: Cluster, tp: TopicPartition, offset: int, size: int) -> int:
     """The end of the messages one fetch of ``size`` bytes at ``offset`` returns (one message at least)."""
     client = c.client_for(tp)
-    messages = client.fetch(tp[0], tp[1], offset, max(size, 64))
+    messages = client.fetch(tp[0], tp[1], offset, max(size, 1))
     return messages[-1].next_offset if messages else offset

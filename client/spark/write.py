@@ -28,6 +28,7 @@ from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, Wri
 
 from rill.client.spark.options import SourceOptionError, WriteOptions
 from rill.client.spark.planning import cluster
+from rill.client.spark.worker_log import worker_logging
 
 __all__ = ["RillWriter", "RillStreamWriter", "WriteResult", "check_write_schema"]
 
@@ -78,6 +79,7 @@ def send_rows(opts: WriteOptions, rows: Iterator[Any]) -> WriteResult:
     """Send every row, wait for the acknowledgements, and raise the first failure."""
     from rill.client.producer import Producer
 
+    worker_logging()
     errors, count, size = _ErrorCounter(), 0, 0
     producer = Producer({"bootstrap.servers": opts.bootstrap, "client.id": "rill-spark-writer", **opts.producer})
     try:

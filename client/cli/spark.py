@@ -1,0 +1,112 @@
+"""``rill spark load``: the offline loader (topics into Parquet, offsets stored with the data).
+
+Needs the ``spark`` extra (pyspark, pyarrow) and Java 17. Spark runs in local mode in
+this process (``--master``, default ``local[2]``). Progress goes to stderr; the summary
+line too. See docs/spark.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any, TextIO
+
+from rill.client.cli.common import CliError, add_broker_arguments, positive_int, topic_name
+
+DEFAULT_MASTER = "local[2]"
+BAR_WIDTH = 30
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = subparsers.add_parser("spark", help="Spark jobs: the offline Parquet loader",
+                              description="Spark jobs over rill topics (local mode).")
+    actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+    load = actions.add_parser(
+        "load", help="load topics into Parquet, continuing from the offsets stored with the output",
+        description="Load topics into Parquet under OUT (partitioned by run, topic, partition and date). Each "
+                    "run commits its data and offsets with one rename, so re-running after a failure or a kill "
+                    "neither duplicates nor loses a message. Progress is committed to the group coordinator.")
+    add_broker_arguments(load)
+    load.add_argument("-t", "--topic", action="append", required=True, type=topic_name,
+                      help="a topic to load (repeatable)")
+    load.add_argument("--out", required=True, metavar="DIR", help="the output directory")
+    load.add_argument("--until", choices=["latest"], default="latest",
+                      help="load up to the log ends as of the start of the run (the only choice today)")
+    load.add_argument("--group", default=None, metavar="NAME",
+                      help="consumer group whose committed offsets track the load (default: rill-spark-load)")
+    load.add_argument("--master", default=DEFAULT_MASTER, help=f"Spark master (default: {DEFAULT_MASTER})")
+    load.add_argument("--split-bytes", type=positive_int, default=None, metavar="BYTES",
+                      help="split a partition into Spark tasks of about this many bytes (default: 256 MiB)")
+    load.add_argument("--no-progress", action="store_true", help="do not draw the progress bar")
+    load.set_defaults(run=run_load)
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} GB"
+
+
+class ProgressBar:
+    """Draws ``[#####.....] tasks 3/8  1.2 GB / 2.0 GB`` on ``stream``: redrawn in place on a
+    terminal, one line per tenth of the work otherwise."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.last_tenth = -1
+        self.drawn = False
+
+    def __call__(self, p: Any) -> None:
+        fraction = p.tasks_done / p.tasks if p.tasks else 1.0
+        filled = int(BAR_WIDTH * fraction)
+        line = (f"[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] tasks {p.tasks_done}/{p.tasks}  "
+                f"{_size(p.bytes_done)} / {_size(p.bytes_total)}")
+        if self.tty:
+            self.stream.write("\r" + line)
+            self.drawn = True
+        elif int(fraction * 10) != self.last_tenth:
+            self.last_tenth = int(fraction * 10)
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+    def finish(self) -> None:
+        if self.drawn:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def run_load(args: argparse.Namespace) -> int:
+    try:
+        from rill.client.spark import SourceOptionError, spark_session
+        from rill.client.spark.load import DEFAULT_GROUP, load
+        from rill.client.spark.options import DEFAULT_SPLIT_BYTES
+    except ImportError as exc:
+        raise CliError(f"rill spark needs pyspark and pyarrow: pip install 'rill[spark]' ({exc})") from exc
+    host, port = args.broker
+    began = time.monotonic()
+    spark = spark_session(args.master, "rill spark load")
+    spark.sparkContext.setLogLevel("ERROR")
+    bar = None if args.no_progress else ProgressBar(sys.stderr)
+    try:
+        result = load(spark, f"{host}:{port}", args.topic, args.out, group=args.group or DEFAULT_GROUP,
+                      split_bytes=args.split_bytes or DEFAULT_SPLIT_BYTES, progress=bar)
+    except (SourceOptionError, ValueError) as exc:
+        raise CliError(str(exc)) from exc
+    finally:
+        if bar is not None:
+            bar.finish()
+    elapsed = time.monotonic() - began
+    if result.run is None:
+        print(f"nothing new to load from {len(args.topic)} topic(s) ({result.partitions} partitions)",
+              file=sys.stderr)
+    else:
+        print(f"run {result.run}: loaded {result.rows} messages ({_size(result.bytes)}) from {result.partitions} "
+              f"partitions into {result.run_dir} in {elapsed:.1f} s", file=sys.stderr)
+    if result.coordinator_error:
+        print(f"rill: warning: the data is committed, but committing the offsets to the group coordinator "
+              f"failed: {result.coordinator_error}", file=sys.stderr)
+    return 0
