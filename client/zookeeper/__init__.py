@@ -3,3 +3,12 @@
 The registry view (brokers and their topics), the ZooKeeper consumer (seed 000's
 registration and rebalancing, offsets in ZooKeeper) and the ZooKeeper-aware producer.
 """
+
+from rill.client.zookeeper.assignment import FilterSubscription, StaticSubscription
+from rill.client.zookeeper.consumer import Blacklist, Whitelist, ZkConsumer, ZkConsumerError, ZkStream
+from rill.client.zookeeper.streams import PartitionKey, ZkRecord
+
+__all__ = [
+    "Blacklist", "FilterSubscription", "PartitionKey", "StaticSubscription", "Whitelist", "ZkConsumer",
+    "ZkConsumerError", "ZkRecord", "ZkStream",
+]
