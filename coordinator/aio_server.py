@@ -6,7 +6,8 @@ as its rebalance takes). Chosen with the broker key ``grpc.server = "aio"``. The
 same :class:`~rill.coordinator.coordinator.GroupCoordinator` and
 :class:`~rill.coordinator.service.RecordSink` answer; only the scheduling differs:
 
-- ListGroups and FetchOffsets read in-memory state: they run on the event loop.
+- ListGroups and FetchOffsets read in-memory state: they run on the event loop (in a
+  cluster ListGroups may ask other brokers and ZooKeeper: it runs on a worker thread).
 - Heartbeat has no records to persist: it runs on the loop when its group's lock is
   free, else on a worker thread (the lock may be held across another call's fsync).
 - Calls that persist records (CreateGroup, DeleteGroup, CommitOffsets, RewindConsumer,
@@ -58,12 +59,16 @@ class CallDeadline:
     """What the sync servicers use of a ServicerContext, for a call they answer on a worker thread.
 
     ``time_remaining()`` counts down from the aio call's remaining time when it was taken;
-    ``abort`` raises (the sync servicers only abort in RegisterConsumer, which the aio
-    servicer answers itself).
+    ``invocation_metadata()`` is the call's metadata; ``abort`` raises (the sync servicers
+    only abort in RegisterConsumer, which the aio servicer answers itself).
     """
 
-    def __init__(self, remaining: float | None) -> None:
+    def __init__(self, remaining: float | None, metadata: Sequence[tuple[str, Any]] = ()) -> None:
         self._deadline = None if remaining is None else time.monotonic() + remaining
+        self._metadata = tuple(metadata)
+
+    def invocation_metadata(self) -> tuple[tuple[str, Any], ...]:
+        return self._metadata
 
     def time_remaining(self) -> float | None:
         if self._deadline is None:
@@ -94,7 +99,8 @@ class AioGroupCoordinatorServicer(pb_grpc.GroupCoordinatorServicer):
         self.offload = Offloader(executor)
 
     async def _on_worker(self, method: Callable[[Any, Any], R], request: Any, context: Any) -> R:
-        return await self.offload(method, request, CallDeadline(context.time_remaining()))
+        deadline = CallDeadline(context.time_remaining(), context.invocation_metadata() or ())
+        return await self.offload(method, request, deadline)
 
     async def CreateGroup(self, request: pb.CreateGroupRequest, context: Any) -> pb.CreateGroupResponse:
         return await self._on_worker(self.sync.CreateGroup, request, context)
@@ -103,6 +109,8 @@ class AioGroupCoordinatorServicer(pb_grpc.GroupCoordinatorServicer):
         return await self._on_worker(self.sync.DeleteGroup, request, context)
 
     async def ListGroups(self, request: pb.ListGroupsRequest, context: Any) -> pb.ListGroupsResponse:
+        if self.sync.router is not None:  # may call other brokers and ZooKeeper
+            return await self._on_worker(self.sync.ListGroups, request, context)
         return self.sync.ListGroups(request, CallDeadline(None))
 
     async def FetchOffsets(self, request: pb.FetchOffsetsRequest, context: Any) -> pb.FetchOffsetsResponse:

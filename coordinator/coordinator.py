@@ -36,7 +36,10 @@ from rill.coordinator.membership import Membership, TimerAction
 from rill.coordinator.pending import PendingJoin
 from rill.coordinator.rebalance import join_error
 from rill.coordinator.locks import GroupLocks
-from rill.coordinator.records import GenerationStarted, GroupCreated, GroupDeleted, OffsetsCommitted, Record
+from rill.coordinator.checkpoint import GroupSnapshot, snapshot_of
+from rill.coordinator.records import (
+    GenerationStarted, GroupCreated, GroupDeleted, GroupReleased, OffsetsCommitted, Record,
+)
 from rill.coordinator.state import GroupState, transition
 from rill.v1 import coordinator_pb2 as pb
 
@@ -88,12 +91,14 @@ class GroupCoordinator:
         self._groups: dict[str, Group] = {}
         self._sink: Sink = self.apply
         self.group_locks = GroupLocks()
+        self._changed: set[str] = set()  # groups changed by apply() since take_changed()
         self._membership = Membership(catalog, clock, self._schedule, self.limits)
         self._replayers: dict[type, Callable[[Any], None]] = {
             GroupCreated: self._replay_created,
             GroupDeleted: self._replay_deleted,
             GenerationStarted: self._replay_generation,
             OffsetsCommitted: self._replay_offsets,
+            GroupReleased: self._replay_released,
         }
 
     def set_sink(self, sink: Sink | None) -> None:
@@ -189,6 +194,20 @@ class GroupCoordinator:
         with self.lock:
             for record in records:
                 self.replay(record)
+                if not isinstance(record, GroupReleased):
+                    self._changed.add(record.group)
+
+    def take_changed(self) -> set[str]:
+        """The groups that :meth:`apply` changed since the last call (for cluster checkpoints)."""
+        with self.lock:
+            changed, self._changed = self._changed, set()
+            return changed
+
+    def export(self, group: str) -> GroupSnapshot | None:
+        """The group's persisted state as a checkpoint keeps it; None when it does not exist."""
+        with self.lock:
+            found = self._groups.get(group)
+            return None if found is None else snapshot_of(found.settings, found.generation, found.offsets)
 
     def replay(self, record: Record) -> None:
         """Apply one record: the only way persisted state changes (live and at start-up).
@@ -224,16 +243,26 @@ class GroupCoordinator:
             group.settings = record
 
     def _replay_deleted(self, record: GroupDeleted) -> None:
-        group = self._groups.pop(record.group, None)
+        group = self._forget(record.group, pb.GROUP_NOT_FOUND)
+        if group is not None:
+            _logger.info("group.dead", group=group.name, generation=group.generation)
+
+    def _replay_released(self, record: GroupReleased) -> None:
+        group = self._forget(record.group, pb.NOT_COORDINATOR)
+        if group is not None:
+            _logger.info("group.released", group=group.name, generation=group.generation)
+
+    def _forget(self, name: str, code: pb.ErrorCode) -> Group | None:
+        """Remove a group; its waiting members get ``code``. None when it did not exist."""
+        group = self._groups.pop(name, None)
         if group is None:
-            return
+            return None
         group.cancel_timers()
         for member in group.members.values():
             if member.join is not None:
-                member.join.complete(join_error(group.name, member.client_id, member.consumer_id,
-                                                pb.GROUP_NOT_FOUND))
+                member.join.complete(join_error(group.name, member.client_id, member.consumer_id, code))
         transition(group, GroupState.DEAD)
-        _logger.info("group.dead", group=group.name, generation=group.generation)
+        return group
 
     def _replay_generation(self, record: GenerationStarted) -> None:
         group = self._groups.get(record.group)

@@ -64,9 +64,22 @@ class OffsetsCommitted:
     rewind: bool = False
 
 
-Record = Union[GroupCreated, GroupDeleted, GenerationStarted, OffsetsCommitted]
+@dataclass(frozen=True, slots=True)
+class GroupReleased:
+    """Another broker coordinates the group now (a cluster moved it): this broker forgets it.
 
-_TYPES: dict[str, type] = {cls.__name__: cls for cls in (GroupCreated, GroupDeleted, GenerationStarted, OffsetsCommitted)}
+    Unlike GroupDeleted the group goes on elsewhere, from the checkpoint this broker
+    wrote when it let the group go (rill.coordinator.checkpoint); its members are told
+    NOT_COORDINATOR and find the new coordinator.
+    """
+
+    group: str
+
+
+Record = Union[GroupCreated, GroupDeleted, GenerationStarted, OffsetsCommitted, GroupReleased]
+
+_TYPES: dict[str, type] = {cls.__name__: cls for cls in (GroupCreated, GroupDeleted, GenerationStarted, OffsetsCommitted,
+                                                         GroupReleased)}
 
 
 _FIELDS: dict[type, tuple[str, ...]] = {cls: tuple(f.name for f in fields(cls)) for cls in _TYPES.values()}

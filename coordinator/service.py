@@ -8,6 +8,11 @@ different groups run concurrently and share fsyncs (the store's group commit).
 
 RegisterConsumer waits, after its records are persisted, for the rebalance it
 started or joined to complete, up to the call's deadline.
+
+In a cluster (a :class:`~rill.coordinator.routing.Router` given) every group RPC
+about a group this broker does not coordinate answers NOT_COORDINATOR, checked under
+the group's lock (so no call slips in while the group moves away); CreateGroup and
+ListGroups may go to any broker (rill.coordinator.routing).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from rill.coordinator.coordinator import GroupCoordinator
 from rill.coordinator.offsets_log import OffsetStore
 from rill.coordinator.pending import PendingJoin
 from rill.coordinator.records import Record
+from rill.coordinator.routing import Peers, Router, forward_create, is_forwarded, list_groups
 from rill.v1 import coordinator_pb2 as pb
 from rill.v1 import coordinator_pb2_grpc as pb_grpc
 
@@ -48,11 +54,18 @@ class RecordSink:
 
 
 class GroupCoordinatorServicer(pb_grpc.GroupCoordinatorServicer):
-    def __init__(self, coordinator: GroupCoordinator, sink: RecordSink, *, commit_timeout_s: float = 5.0) -> None:
+    def __init__(self, coordinator: GroupCoordinator, sink: RecordSink, *, commit_timeout_s: float = 5.0,
+                 router: Router | None = None) -> None:
         self.coordinator = coordinator
         self.sink = sink
         self.commit_timeout_s = commit_timeout_s
         self.locks = coordinator.group_locks
+        self.router = router
+        self.peers = Peers()
+
+    def owns(self, *groups: str) -> bool:
+        """Does this broker coordinate every one of ``groups`` (always, without a router)?"""
+        return self.router is None or all(self.router.owns(g) for g in groups)
 
     def _handle(self, group: str | list[str], handler: Callable[[Any], tuple[R, list[Record]]], request: Any,
                 context: grpc.ServicerContext, failed: Callable[[pb.ErrorCode], R]) -> R:
@@ -67,7 +80,10 @@ class GroupCoordinatorServicer(pb_grpc.GroupCoordinatorServicer):
         it on a worker thread. Persist, apply and the store's compaction check stay on the
         calling thread, as the offset store requires.
         """
-        with self.locks.hold(*([group] if isinstance(group, str) else group)):
+        names = [group] if isinstance(group, str) else group
+        with self.locks.hold(*names):
+            if not self.owns(*names):
+                return failed(pb.NOT_COORDINATOR)
             response, records = handler(request)
             try:
                 self.sink(records, self.commit_timeout_s if remaining is None else min(remaining, self.commit_timeout_s))
@@ -85,14 +101,24 @@ class GroupCoordinatorServicer(pb_grpc.GroupCoordinatorServicer):
         return self.handle(request.consumer_group, self.coordinator.register_consumer, request, remaining, failed)
 
     def CreateGroup(self, request: pb.CreateGroupRequest, context: grpc.ServicerContext) -> pb.CreateGroupResponse:
+        router = self.router
+        if router is not None and not router.owns(request.consumer_group):
+            if is_forwarded(context):
+                return pb.CreateGroupResponse(consumer_group=request.consumer_group, error_code=pb.NOT_COORDINATOR,
+                                              coordinator=router.coordinator(request.consumer_group))
+            return forward_create(router, self.peers, request, context.time_remaining())
         return self._handle(request.consumer_group, self.coordinator.create_group, request, context,
                             lambda code: pb.CreateGroupResponse(consumer_group=request.consumer_group, error_code=code))
 
     def DeleteGroup(self, request: pb.DeleteGroupRequest, context: grpc.ServicerContext) -> pb.DeleteGroupResponse:
         return self._handle(list(request.consumer_group), self.coordinator.delete_group, request, context,
-                            lambda code: pb.DeleteGroupResponse(error_code=code))
+                            lambda code: pb.DeleteGroupResponse(error_code=code, errors=[
+                                pb.GroupError(consumer_group=g, error_code=code) for g in request.consumer_group]))
 
     def ListGroups(self, request: pb.ListGroupsRequest, context: grpc.ServicerContext) -> pb.ListGroupsResponse:
+        if self.router is not None:
+            return list_groups(self.router, self.peers, lambda req: self.coordinator.list_groups(req)[0], request,
+                               is_forwarded(context), context.time_remaining())
         response, _ = self.coordinator.list_groups(request)
         return response
 
@@ -105,6 +131,8 @@ class GroupCoordinatorServicer(pb_grpc.GroupCoordinatorServicer):
                             lambda code: pb.CommitOffsetsResponse(error_code=code))
 
     def FetchOffsets(self, request: pb.FetchOffsetsRequest, context: grpc.ServicerContext) -> pb.FetchOffsetsResponse:
+        if not self.owns(request.consumer_group):
+            return pb.FetchOffsetsResponse(error_code=pb.NOT_COORDINATOR)
         response, _ = self.coordinator.fetch_offsets(request)
         return response
 
@@ -120,6 +148,9 @@ class GroupCoordinatorServicer(pb_grpc.GroupCoordinatorServicer):
                        context: grpc.ServicerContext) -> pb.RewindConsumerResponse:
         if request.dry_run:  # resolve and validate only: the records are dropped, nothing is applied
             with self.locks.hold(request.consumer_group):
+                if not self.owns(request.consumer_group):
+                    return pb.RewindConsumerResponse(consumer_group=request.consumer_group,
+                                                     error_code=pb.NOT_COORDINATOR)
                 response, _ = self.coordinator.rewind_consumer(request)
             return response
         return self._handle(request.consumer_group, self.coordinator.rewind_consumer, request, context,

@@ -1,0 +1,192 @@
+"""Groups in a cluster, as the gRPC servicer sees them: who coordinates what, and forwarding.
+
+In a cluster (rill.broker.group_placement) each group has one coordinator broker. The
+servicer asks a :class:`Router` whether this broker coordinates a group; if not, the
+group RPCs answer NOT_COORDINATOR (the consumer asks ListGroups where to go), except:
+
+- **CreateGroup** may go to any broker (seed 003): a broker that is not the
+  coordinator forwards it there and returns its answer (which names the coordinator);
+  when the coordinator cannot be reached it answers NOT_COORDINATOR with
+  ``coordinator`` set.
+- **ListGroups** may go to any broker: named groups coordinated elsewhere are asked of
+  their coordinators (one forwarded call per coordinator); when one cannot be reached,
+  its groups are described from their last checkpoint (members unknown, state ""),
+  always with ``controller_broker`` set to the coordinator. With no names, the listing
+  is this broker's own groups (live) plus every other checkpointed group, described
+  from its checkpoint, with its coordinator.
+
+A forwarded call carries the metadata ``x-rill-forwarded: 1`` and is never forwarded
+again (two brokers whose views of the cluster briefly differ cannot bounce it): it is
+answered from this broker's own groups only, NOT_COORDINATOR for the others.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import grpc
+import structlog
+
+from rill.coordinator.checkpoint import Checkpoint
+from rill.v1 import coordinator_pb2 as pb
+from rill.v1 import coordinator_pb2_grpc as pb_grpc
+
+log = structlog.get_logger(__name__)
+
+FORWARDED_KEY = "x-rill-forwarded"
+FORWARDED = ((FORWARDED_KEY, "1"),)
+FORWARD_TIMEOUT_S = 5.0
+
+
+class Router(Protocol):
+    """Where groups live. Thread-safe; ``owns`` is called on every group RPC, so it must be cheap."""
+
+    def owns(self, group: str) -> bool:
+        """Does this broker coordinate ``group`` now (and has it loaded it)?"""
+        ...
+
+    def coordinator(self, group: str) -> pb.Broker | None:
+        """The coordinator of ``group`` in the latest view of the cluster; None when no broker is live."""
+        ...
+
+    def is_me(self, broker: pb.Broker) -> bool:
+        ...
+
+    def checkpoint(self, group: str) -> Checkpoint | None:
+        """The group's last checkpoint (blocking read); None when it has none or it cannot be read."""
+        ...
+
+    def checkpointed_groups(self) -> list[str]:
+        """Every group with a checkpoint that is not a tombstone (blocking); [] when unreadable."""
+        ...
+
+
+class Peers:
+    """gRPC stubs of the other brokers' coordinators, one channel per address. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._stubs: dict[str, tuple[grpc.Channel, Any]] = {}
+        self._lock = threading.Lock()
+
+    def stub(self, broker: pb.Broker) -> Any:
+        address = f"{broker.host}:{broker.grpc_port}"
+        with self._lock:
+            found = self._stubs.get(address)
+            if found is None:
+                channel = grpc.insecure_channel(address)
+                found = self._stubs[address] = (channel, pb_grpc.GroupCoordinatorStub(channel))  # type: ignore[no-untyped-call]
+            return found[1]
+
+    def close(self) -> None:
+        with self._lock:
+            stubs, self._stubs = self._stubs, {}
+        for channel, _ in stubs.values():
+            channel.close()
+
+
+def is_forwarded(context: Any) -> bool:
+    metadata = context.invocation_metadata() if hasattr(context, "invocation_metadata") else None
+    return any(k == FORWARDED_KEY for k, _ in metadata or ())
+
+
+def _timeout(remaining: float | None) -> float:
+    return FORWARD_TIMEOUT_S if remaining is None else max(0.05, min(remaining, FORWARD_TIMEOUT_S))
+
+
+def forward_create(router: Router, peers: Peers, request: pb.CreateGroupRequest,
+                   remaining: float | None) -> pb.CreateGroupResponse:
+    """CreateGroup at a broker that does not coordinate the group: the coordinator's answer."""
+    target = router.coordinator(request.consumer_group)
+    refused = pb.CreateGroupResponse(consumer_group=request.consumer_group, error_code=pb.NOT_COORDINATOR,
+                                     coordinator=target)
+    if target is None or router.is_me(target):
+        return refused  # no live broker, or this one is still loading the group
+    try:
+        return peers.stub(target).CreateGroup(request, timeout=_timeout(remaining), metadata=FORWARDED)  # type: ignore[no-any-return]
+    except grpc.RpcError as exc:
+        log.warning("coordinator.forward_failed", rpc="CreateGroup", group=request.consumer_group,
+                    coordinator=target.broker_id, error=str(exc.code() if hasattr(exc, "code") else exc))
+        return refused
+
+
+def info_from_checkpoint(cp: Checkpoint, coordinator: pb.Broker | None) -> pb.GroupInfo:
+    """A GroupInfo from a checkpoint: settings, generation, no members, state ''."""
+    snap = cp.snapshot
+    if snap is None:
+        return pb.GroupInfo(group_name=cp.group, error_code=pb.GROUP_NOT_FOUND, controller_broker=coordinator)
+    s = snap.settings
+    return pb.GroupInfo(group_name=cp.group, topics=sorted(s.topics), controller_broker=coordinator,
+                        session_timeout=s.session_timeout_ms, error_code=pb.NONE, generation=snap.generation,
+                        assignment_strategy=s.strategy, ephemeral=s.ephemeral)
+
+
+def _from_checkpoints(router: Router, names: Sequence[str]) -> list[pb.GroupInfo]:
+    out = []
+    for name in names:
+        coordinator = router.coordinator(name)
+        cp = router.checkpoint(name)
+        out.append(info_from_checkpoint(cp, coordinator) if cp is not None else
+                   pb.GroupInfo(group_name=name, error_code=pb.GROUP_NOT_FOUND, controller_broker=coordinator))
+    return out
+
+
+def list_groups(router: Router, peers: Peers, local: Callable[[pb.ListGroupsRequest], pb.ListGroupsResponse],
+                request: pb.ListGroupsRequest, forwarded: bool, remaining: float | None) -> pb.ListGroupsResponse:
+    """ListGroups in a cluster (see the module docstring); ``local`` lists this broker's own groups."""
+    names = list(request.consumer_groups)
+    if not names:
+        return _list_all(router, local, request)
+    infos: dict[str, pb.GroupInfo] = {}
+    mine = [n for n in names if router.owns(n)]
+    if mine:
+        infos.update((i.group_name, i) for i in local(pb.ListGroupsRequest(client_id=request.client_id,
+                                                                             consumer_groups=mine)).groups_info)
+    elsewhere: dict[int, tuple[pb.Broker | None, list[str]]] = {}
+    for name in names:
+        if name in infos:
+            continue
+        target = router.coordinator(name)
+        if forwarded or target is None or router.is_me(target):  # not loaded yet, or do not bounce
+            infos[name] = pb.GroupInfo(group_name=name, error_code=pb.NOT_COORDINATOR, controller_broker=target)
+            continue
+        elsewhere.setdefault(target.broker_id, (target, []))[1].append(name)
+    for target, group_names in elsewhere.values():
+        assert target is not None
+        infos.update((i.group_name, i) for i in _ask(router, peers, target, request.client_id, group_names, remaining))
+    response = pb.ListGroupsResponse(client_id=request.client_id, error_code=pb.NONE)
+    for name in names:
+        info = infos.get(name) or pb.GroupInfo(group_name=name, error_code=pb.GROUP_NOT_FOUND)
+        response.groups_info.append(info)
+        if info.error_code != pb.NONE and response.error_code == pb.NONE:
+            response.error_code = info.error_code
+    return response
+
+
+def _ask(router: Router, peers: Peers, target: pb.Broker, client_id: str, names: list[str],
+         remaining: float | None) -> list[pb.GroupInfo]:
+    """ListGroups(names) at their coordinator; from the checkpoints when it does not answer."""
+    try:
+        answer = peers.stub(target).ListGroups(pb.ListGroupsRequest(client_id=client_id, consumer_groups=names),
+                                               timeout=_timeout(remaining), metadata=FORWARDED)
+        return list(answer.groups_info)
+    except grpc.RpcError as exc:
+        log.warning("coordinator.forward_failed", rpc="ListGroups", coordinator=target.broker_id, groups=len(names),
+                    error=str(exc.code() if hasattr(exc, "code") else exc))
+        return _from_checkpoints(router, names)
+
+
+def _list_all(router: Router, local: Callable[[pb.ListGroupsRequest], pb.ListGroupsResponse],
+              request: pb.ListGroupsRequest) -> pb.ListGroupsResponse:
+    own = [i for i in local(pb.ListGroupsRequest(client_id=request.client_id)).groups_info if router.owns(i.group_name)]
+    known = {i.group_name for i in own}
+    others = [n for n in router.checkpointed_groups() if n not in known and not router.owns(n)]
+    infos = own + [i for i in _from_checkpoints(router, others) if i.error_code == pb.NONE]
+    infos.sort(key=lambda i: str(i.group_name))
+    response = pb.ListGroupsResponse(client_id=request.client_id, error_code=pb.NONE)
+    response.groups_info.extend(infos)
+    return response
+
+
+__all__ = ["FORWARDED", "Peers", "Router", "forward_create", "info_from_checkpoint", "is_forwarded", "list_groups"]
