@@ -80,6 +80,7 @@ class Broker:
             registration.close()
             raise
         self.zookeeper, self.registry = registration, registry
+        self.coordination.join_cluster(registration.zk, registry)
 
     def _on_topic_created(self, topic: str, partitions: int) -> None:
         """A new topic (any creator, any thread): only posts work to the coordinator and ZooKeeper threads."""
@@ -110,6 +111,7 @@ class Broker:
         if self._closed:
             return
         self._closed = True
+        self.coordination.leave_cluster()  # groups' final state to ZooKeeper while the session is up
         if self.registry is not None:
             self.registry.close()
         if self.zookeeper is not None:

@@ -67,6 +67,10 @@ KEYS: tuple[Key, ...] = (
     Key("offsets.segment.bytes", int, 1024 * 1024,
         "Segment size of the coordinator's internal log (smaller segments: faster start-up replay)."),
     Key("offsets.commit.timeout.ms", int, 5000, "How long a commit may wait for the offsets log to be fsynced."),
+    Key("offsets.checkpoint.interval.ms", int, 1000,
+        "In a cluster (zookeeper.connect set): how often a coordinator writes the groups that changed to ZooKeeper "
+        "(/rill/groups), one write per changed group per interval. Commits acknowledged within the last interval "
+        "before a coordinator dies can be lost (at-least-once: consumers re-read them)."),
     Key("zookeeper.connect", str, "", "ZooKeeper connect string host:port[,host:port][/chroot]; empty runs standalone."),
     Key("zookeeper.session.timeout.ms", int, 6000,
         "ZooKeeper session timeout (Kafka 0.7's zk.sessiontimeout.ms): a dead broker's registration vanishes after it."),

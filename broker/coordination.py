@@ -9,19 +9,30 @@ into the coordinator; the store's compaction keeps that replay short.
 The services are served by the sync gRPC server (rill.coordinator.grpc_server) or,
 with ``grpc.server = "aio"``, by a grpc.aio server on its own event loop
 (rill.coordinator.aio_server); both answer through the same coordinator and sink.
+
+With ``zookeeper.connect`` set the broker is one of a cluster: a
+:class:`~rill.broker.group_placement.GroupPlacement` decides which groups it
+coordinates, and until :meth:`CoordinatorHost.join_cluster` hands it the ZooKeeper
+session it coordinates none (every group RPC answers NOT_COORDINATOR). The
+coordinator's instance id (``<log.dir>/.coordinator/instance``, random, created once)
+tells its own checkpoints from those of another broker that reused its id.
 """
 
 from __future__ import annotations
 
 import os
 import socket
+import uuid
 from typing import Any
+
+import grpc
 
 import structlog
 
 from rill.broker.admin import AdminServicer
 from rill.broker.catalog import LogCatalog
-from rill.broker.config import BrokerConfig
+from rill.broker.config import BrokerConfig, ConfigError
+from rill.broker.group_placement import GroupPlacement
 from rill.broker.log.config import LogConfig
 from rill.broker.log.log import Log
 from rill.broker.log.manager import LogManager
@@ -30,11 +41,14 @@ from rill.coordinator.clock import ThreadTimer
 from rill.coordinator.coordinator import GroupCoordinator
 from rill.coordinator.offsets_log import OffsetStore
 from rill.coordinator.service import GroupCoordinatorServicer, RecordSink
+from rill.client.zookeeper.registry import RegistryView
+from rill.v1 import admin_pb2 as apb
 from rill.v1 import coordinator_pb2 as pb
 
 log = structlog.get_logger(__name__)
 
 COORDINATOR_DIR = ".coordinator"
+INSTANCE_FILE = "instance"
 OFFSETS_MAX_RECORD_BYTES = 8 * 1024 * 1024  # a compaction snapshot writes one record per group with all its offsets
 
 
@@ -43,6 +57,41 @@ def advertised_host(config: BrokerConfig) -> str:
     if host in ("", "0.0.0.0", "::"):
         return socket.gethostname()
     return str(host)
+
+
+def instance_id(directory: str) -> str:
+    """The coordinator's instance id, kept in ``directory`` (created on first use)."""
+    path = os.path.join(directory, INSTANCE_FILE)
+    try:
+        with open(path) as f:
+            found = f.read().strip()
+        if found:
+            return found
+    except FileNotFoundError:
+        pass
+    value = uuid.uuid4().hex
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(value + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    return value
+
+
+class ClusterAdminServicer(AdminServicer):
+    """The Admin service in a cluster: DescribeGroup of a group coordinated elsewhere is NOT_COORDINATOR."""
+
+    def __init__(self, logs: LogManager, coordinator: Any, broker: pb.Broker, placement: GroupPlacement) -> None:
+        super().__init__(logs, coordinator, broker)
+        self.placement = placement
+
+    def DescribeGroup(self, request: apb.DescribeGroupRequest,
+                      context: grpc.ServicerContext) -> apb.DescribeGroupResponse:
+        if not self.placement.owns(request.consumer_group):
+            return apb.DescribeGroupResponse(consumer_group=request.consumer_group, error_code=pb.NOT_COORDINATOR,
+                                             coordinator=self.placement.coordinator(request.consumer_group))
+        return super().DescribeGroup(request, context)
 
 
 class CoordinatorHost:
@@ -72,9 +121,19 @@ class CoordinatorHost:
             pb.ListGroupsRequest())[0].groups_info))
         self.sink = RecordSink(self.coordinator, self.store)
         self.coordinator.set_sink(self.sink)
-        self.servicer = GroupCoordinatorServicer(self.coordinator, self.sink,
-                                                 commit_timeout_s=config["offsets.commit.timeout.ms"] / 1000)
+        self.placement: GroupPlacement | None = None
         self.admin = AdminServicer(logs, self.coordinator, self.broker)
+        if config["zookeeper.connect"]:
+            if config["offsets.checkpoint.interval.ms"] <= 0:
+                raise ConfigError("offsets.checkpoint.interval.ms must be positive")
+            self.placement = GroupPlacement(
+                self.coordinator, self.sink, self.broker, instance_id(os.path.join(logs.data_dir, COORDINATOR_DIR)),
+                interval_ms=config["offsets.checkpoint.interval.ms"],
+                handover_timeout_ms=config["zookeeper.session.timeout.ms"])
+            self.admin = ClusterAdminServicer(logs, self.coordinator, self.broker, self.placement)
+        self.servicer = GroupCoordinatorServicer(self.coordinator, self.sink,
+                                                 commit_timeout_s=config["offsets.commit.timeout.ms"] / 1000,
+                                                 router=self.placement)
         self.server: Any = None
         self.health: Any = None
         self.kind = "sync"
@@ -94,6 +153,16 @@ class CoordinatorHost:
         self.broker.grpc_port = port
         return port
 
+    def join_cluster(self, zk: Any, registry: RegistryView) -> None:
+        """Start coordinating the groups the cluster places here (with zookeeper.connect)."""
+        if self.placement is not None:
+            self.placement.start(zk, registry)
+
+    def leave_cluster(self) -> None:
+        """Stop coordinating; write every group's final state to ZooKeeper (before its session ends). Idempotent."""
+        if self.placement is not None:
+            self.placement.close()
+
     def on_topics_changed(self) -> None:
         """A topic was created: rebalance the groups it concerns, on the timer thread (this only posts)."""
         self.timer.schedule(0, self.coordinator.on_topics_changed)
@@ -108,5 +177,7 @@ class CoordinatorHost:
         self.timer.stop()
 
     def close(self) -> None:
+        self.leave_cluster()
         self.stop()
+        self.servicer.peers.close()
         self.store.close()
