@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import structlog
 
+from rill.broker.cluster import ClusterView
 from rill.broker.config import BrokerConfig
 from rill.broker.coordination import CoordinatorHost, advertised_host
 from rill.broker.handlers import RequestHandlers
@@ -40,8 +41,9 @@ class Broker:
         except OSError:
             self.logs.close()
             raise
+        self.cluster = ClusterView(self.logs, self.identity)  # the registry joins it once ZooKeeper is up
         try:
-            self.coordination = CoordinatorHost(config, self.logs, self.server.port)
+            self.coordination = CoordinatorHost(config, self.logs, self.server.port, self.cluster)
             self.grpc_port = self.coordination.start()
         except BaseException:
             self.server.close()
@@ -50,7 +52,7 @@ class Broker:
         self.handlers = RequestHandlers(
             self.server, self.logs, self.logs.flusher,
             auto_create=config["auto.create.topics.enable"], max_wait_ms=config["fetch.max.wait.ms"],
-            identity=self.identity)
+            cluster=self.cluster)
         self.server.handle = self.handlers
         self.zookeeper: ZkRegistration | None = None
         self.registry: RegistryView | None = None  # the cluster as ZooKeeper lists it (with zookeeper.connect)
@@ -81,6 +83,7 @@ class Broker:
             raise
         self.zookeeper, self.registry = registration, registry
         self.coordination.join_cluster(registration.zk, registry)
+        self.cluster.registry = registry
 
     def _on_topic_created(self, topic: str, partitions: int) -> None:
         """A new topic (any creator, any thread): only posts work to the coordinator and ZooKeeper threads."""

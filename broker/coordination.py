@@ -31,6 +31,7 @@ import structlog
 
 from rill.broker.admin import AdminServicer
 from rill.broker.catalog import LogCatalog
+from rill.broker.cluster import ClusterView
 from rill.broker.config import BrokerConfig, ConfigError
 from rill.broker.group_placement import GroupPlacement
 from rill.broker.log.config import LogConfig
@@ -97,7 +98,8 @@ class ClusterAdminServicer(AdminServicer):
 class CoordinatorHost:
     """Owns the coordinator's log, store, timer and gRPC server for one broker."""
 
-    def __init__(self, config: BrokerConfig, logs: LogManager, data_port: int) -> None:
+    def __init__(self, config: BrokerConfig, logs: LogManager, data_port: int,
+                 cluster: ClusterView | None = None) -> None:
         self.config = config
         self.log_config = LogConfig(segment_bytes=config["offsets.segment.bytes"],
                                     flush_interval_messages=2**62, flush_interval_ms=2**31 - 1,
@@ -109,7 +111,7 @@ class CoordinatorHost:
         self.timer = ThreadTimer()
         self.broker = pb.Broker(broker_id=config["broker.id"], host=advertised_host(config), port=data_port)
         self.coordinator = GroupCoordinator(
-            LogCatalog(logs), self.timer.clock, self.timer, self.broker,
+            LogCatalog(logs, cluster), self.timer.clock, self.timer, self.broker,
             min_session_timeout_ms=config["group.min.session.timeout.ms"],
             max_session_timeout_ms=config["group.max.session.timeout.ms"],
             max_group_size=config["group.max.size"])

@@ -16,6 +16,7 @@ from typing import Any
 
 import structlog
 
+from rill.broker.cluster import ClusterView
 from rill.broker.delayed import DelayedFetches, FsyncAcks, ReadResult
 from rill.broker.network import Connection, Slot
 from rill.client.errors import BrokerError, ErrorCode, InvalidFetchSize, InvalidRequest, UnknownTopic
@@ -31,13 +32,13 @@ class RequestHandlers:
     """Serves every request type against a LogManager."""
 
     def __init__(self, server: Any, logs: Any, flusher: Any, *, auto_create: bool = True,
-                 max_wait_ms: int = 30_000, identity: Callable[[], rq.BrokerInfo] | None = None) -> None:
+                 max_wait_ms: int = 30_000, cluster: ClusterView | None = None) -> None:
         self.server = server
         self.logs = logs
         self.flusher = flusher
         self.auto_create = auto_create
         self.max_wait_ms = max_wait_ms
-        self.identity = identity or (lambda: rq.BrokerInfo(0, str(server.host), int(server.port), 0))
+        self.cluster = cluster or ClusterView(logs, lambda: rq.BrokerInfo(0, str(server.host), int(server.port), 0))
         self.delayed = DelayedFetches(server, self.read)
         self._round_robin: dict[str, itertools.count[int]] = {}
         self._table: dict[int, Callable[[Connection, Any], Slot | None]] = {
@@ -164,11 +165,9 @@ class RequestHandlers:
         return Slot([rq.encode_offsets_response(0, offsets)])
 
     def metadata(self, conn: Connection, req: rq.MetadataRequest) -> Slot:
-        known = self.logs.topics()
-        me = self.identity()
-        names = req.topics or sorted(known)
-        rows = [_metadata_row(name, known, me.broker_id) for name in names]
-        return Slot([rq.encode_metadata_response(0, [me], rows)])
+        names = req.topics or self.cluster.topic_names()
+        rows = [_metadata_row(name, self.cluster) for name in names]
+        return Slot([rq.encode_metadata_response(0, self.cluster.brokers(), rows)])
 
     def create_topic(self, conn: Connection, req: rq.CreateTopicRequest) -> Slot:
         try:
@@ -180,14 +179,15 @@ class RequestHandlers:
         return Slot([rq.encode_create_topic_response(0, self.logs.topics()[req.topic])])
 
 
-def _metadata_row(name: str, known: Mapping[str, int], leader: int) -> rq.TopicMetadata:
+def _metadata_row(name: str, cluster: ClusterView) -> rq.TopicMetadata:
     try:
         validate_topic(name)
     except BrokerError as exc:
         return rq.TopicMetadata(name, int(exc.code), ())
-    if name not in known:
+    placed = cluster.placement(name)
+    if placed is None:
         return rq.TopicMetadata(name, int(ErrorCode.UNKNOWN_TOPIC), ())
-    return rq.TopicMetadata(name, 0, (leader,) * known[name])
+    return rq.TopicMetadata(name, 0, placed.leaders, placed.broker_partitions)
 
 
 def multifetch_parts(results: list[ReadResult]) -> list[Any]:

@@ -5,9 +5,12 @@ With ``zookeeper.connect`` set the broker keeps, in its own ZooKeeper session:
     /brokers/ids/[broker_id]         -> "creator:host:port"   (ephemeral)
     /brokers/topics/[topic]/[id]     -> partition count       (ephemeral, one per topic it holds)
     /rill/brokers/[broker_id]        -> {"host": .., "port": .., "grpc_port": ..}  (ephemeral)
+    /rill/topics/[topic]             -> {"partitions": [[broker_id, partition], ...]}  (persistent)
 
-The first two are Kafka 0.7's layout, value for value; the third is rill's own (a 0.7
-client never reads it): where the broker's gRPC services listen.
+The first two are Kafka 0.7's layout, value for value; the last two are rill's own (a
+0.7 client never reads them): where the broker's gRPC services listen, and the topic's
+partition map for native clients, to which each broker appends its partitions of the
+topic (never reordering, so the cluster-wide number of a partition never changes).
 
 ``creator`` is ``host-<ms timestamp>`` as Kafka 0.7 wrote it, and every intermediate
 node it creates (``/brokers``, ``/brokers/topics/[topic]`` ...) holds that creator id.
@@ -32,14 +35,17 @@ from collections.abc import Callable, Mapping
 
 import structlog
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
+
+from rill.client.zookeeper.registry import encode_partition_map, parse_partition_map
 
 log = structlog.get_logger(__name__)
 
 IDS_PATH = "/brokers/ids"
 TOPICS_PATH = "/brokers/topics"
 RILL_BROKERS_PATH = "/rill/brokers"
+RILL_TOPICS_PATH = "/rill/topics"
 RETRY_BACKOFF_S = 0.5
 
 
@@ -197,6 +203,7 @@ class ZkRegistration:
         for topic, count in sorted(self.topics().items()):
             if self._registered.get(topic) == count:
                 continue
+            self._extend_partition_map(topic, count)
             self._create_ephemeral(self.topic_path(topic), str(count).encode(), session, startup=False)
             self._registered[topic] = count
             log.info("zookeeper.topic_registered", broker_id=self.broker_id, topic=topic, partitions=count)
@@ -245,6 +252,35 @@ class ZkRegistration:
                 warned = True
             if self._stopping.wait(0.2):
                 raise KazooException("stopping")
+
+    def _extend_partition_map(self, topic: str, count: int) -> None:
+        """Append this broker's partitions of ``topic`` missing from its map (compare-and-set)."""
+        path = f"{RILL_TOPICS_PATH}/{topic}"
+        mine = [(self.broker_id, p) for p in range(count)]
+        while True:
+            try:
+                data, stat = self.zk.get(path)
+            except NoNodeError:
+                self._ensure_parents(path)
+                try:
+                    self.zk.create(path, encode_partition_map(mine))
+                    return
+                except NodeExistsError:
+                    continue
+            try:
+                entries = list(parse_partition_map(data))
+            except ValueError as exc:
+                log.error("zookeeper.partition_map_unreadable", path=path, error=str(exc))
+                return  # never overwrite a map we cannot read: numbers in it may be in use
+            missing = [bp for bp in mine if bp not in set(entries)]
+            if not missing:
+                return
+            try:
+                self.zk.set(path, encode_partition_map(entries + missing), version=stat.version)
+                log.info("zookeeper.partition_map_extended", topic=topic, first=len(entries), added=len(missing))
+                return
+            except BadVersionError:
+                continue  # another broker appended meanwhile: read again
 
     def _ensure_parents(self, path: str) -> None:
         """Create the missing ancestors of ``path``, each holding the creator id (seed 004)."""

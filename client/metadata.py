@@ -73,7 +73,19 @@ class ClusterMetadata:
         return t.partitions if t is not None else None
 
     def leader(self, topic: str, partition: int) -> rq.BrokerInfo | None:
+        """The broker holding the partition; None when unknown or not alive."""
         t = self.topics.get(topic)
         if t is None or not 0 <= partition < t.partitions:
             return None
         return self.brokers.get(t.leaders[partition])
+
+    def broker_partition(self, topic: str, partition: int) -> int:
+        """The partition's number on its broker, which requests to that broker carry.
+
+        In a cluster each broker numbers its own partitions of a topic from 0 (Kafka 0.7),
+        so partition 5 of a topic may be partition 1 of its broker; alone, they are equal.
+        """
+        t = self.topics.get(topic)
+        if t is None or not 0 <= partition < t.partitions:
+            return partition
+        return t.broker_partition(partition)

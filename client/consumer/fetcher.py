@@ -174,8 +174,9 @@ class Fetcher:
             fetched.append(Fetched(tp, state.epoch, state.offset, size))
             state.in_flight = True
         max_wait = self.config.max_wait_ms if long_poll else 0
-        frame = rq.encode_fetch_wait([rq.FetchRequest(f.tp.topic, f.tp.partition, f.offset, f.max_size)
-                                      for f in fetched], max_wait, self.config.min_bytes)
+        number = self.metadata.broker_partition  # the leader's own number for each partition
+        frame = rq.encode_fetch_wait([rq.FetchRequest(f.tp.topic, number(f.tp.topic, f.tp.partition), f.offset,
+                                                      f.max_size) for f in fetched], max_wait, self.config.min_bytes)
         channel.send(frame, _Request(fetched, long_poll and max_wait > 0))
         self.stats["fetches"] += 1
 

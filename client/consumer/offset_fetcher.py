@@ -104,7 +104,7 @@ class OffsetFetcher:
                 client.close()  # the broker moved: drop the connection to its old address
             client = self._clients[leader.broker_id] = SimpleConsumer(
                 leader.host, leader.port, timeout=self.config.request_timeout)
-        offsets = client.offsets_before(tp.topic, tp.partition, time_value, 1)
+        offsets = client.offsets_before(tp.topic, self.metadata.broker_partition(tp.topic, tp.partition), time_value, 1)
         return offsets[0] if offsets else 0
 
     def close(self) -> None:

@@ -208,7 +208,9 @@ class Sender:
         self._write(link)
 
     def _send_produce(self, link: BrokerLink, batches: list[ProducerBatch], now: float) -> None:
-        produces = [rq.ProduceRequest(b.topic, b.partition, b.encoded or b"") for b in batches]
+        # routed a moment ago from the same metadata: the broker's own number for each partition
+        number = self.cluster.broker_partition
+        produces = [rq.ProduceRequest(b.topic, number(b.topic, b.partition), b.encoded or b"") for b in batches]
         if self.config.acks:
             parts = rq.encode_produce_ack_parts(produces, self.config.acks, int(self.config.request_timeout * 1000))
         else:

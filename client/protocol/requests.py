@@ -194,22 +194,39 @@ class BrokerInfo(NamedTuple):
     grpc_port: int  # group coordinator and admin services
 
 
+NO_LEADER = -1  # METADATA's leader of a partition whose broker is not alive
+
+
 class TopicMetadata(NamedTuple):
-    """A topic as METADATA describes it: error, and the leader broker of each partition."""
+    """A topic as METADATA describes it: error, and where each partition lives.
+
+    Partition ``p`` is partition ``broker_partitions[p]`` of broker ``leaders[p]``: in a
+    cluster each broker numbers its own partitions of a topic from 0 (Kafka 0.7), and
+    the cluster-wide number ``p`` comes from the topic's partition map in ZooKeeper.
+    On a single broker the two numbers are equal. Requests to a broker carry the
+    broker's own number.
+    """
 
     topic: str
     error: int
-    leaders: tuple[int, ...]  # leaders[p] is the broker id holding partition p
+    leaders: tuple[int, ...]  # leaders[p] is the broker id holding partition p (NO_LEADER: not alive)
+    broker_partitions: tuple[int, ...] = ()  # the partition's number on its broker; () means the same as p
 
     @property
     def partitions(self) -> int:
         return len(self.leaders)
+
+    def broker_partition(self, partition: int) -> int:
+        return self.broker_partitions[partition] if self.broker_partitions else partition
 
 
 class Metadata(NamedTuple):
     brokers: list[BrokerInfo]
     topics: list[TopicMetadata]
 
+
+
+_LEADER_STRUCT = struct.Struct(">ii")  # LEADER, BROKER_PARTITION
 
 
 def encode_metadata_response(error: int, brokers: Sequence[BrokerInfo], topics: Sequence[TopicMetadata]) -> bytes:
@@ -219,7 +236,7 @@ def encode_metadata_response(error: int, brokers: Sequence[BrokerInfo], topics: 
     body.append(INT16.pack(len(topics)))
     for t in topics:
         body.append(string16(t.topic) + INT16.pack(t.error) + INT32.pack(len(t.leaders))
-                    + b"".join(INT32.pack(leader) for leader in t.leaders))
+                    + b"".join(_LEADER_STRUCT.pack(leader, t.broker_partition(p)) for p, leader in enumerate(t.leaders)))
     data = b"".join(body)
     return response_header(error, len(data)) + data
 
@@ -358,9 +375,10 @@ def decode_metadata_response(body: memoryview | bytes) -> tuple[int, Metadata]:
     topics = []
     for _ in range(r.count(8)):
         name, topic_error, count = r.string16(), r.int16(), r.int32()
-        if count < 0 or count * 4 > r.remaining():
+        if count < 0 or count * _LEADER_STRUCT.size > r.remaining():
             raise DecodeError(f"partition count {count} does not fit in the {r.remaining()} bytes left")
-        topics.append(TopicMetadata(name, topic_error, tuple(r.int32() for _ in range(count))))
+        pairs = [_LEADER_STRUCT.unpack(r.raw(_LEADER_STRUCT.size)) for _ in range(count)]
+        topics.append(TopicMetadata(name, topic_error, tuple(p[0] for p in pairs), tuple(p[1] for p in pairs)))
     r.expect_end()
     return error, Metadata(brokers, topics)
 

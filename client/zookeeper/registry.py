@@ -5,6 +5,11 @@ Brokers publish (rill.broker.zookeeper writes them):
     /brokers/ids/[broker_id]        -> "creator:host:port"
     /brokers/topics/[topic]/[id]    -> number of partitions of the topic on that broker
     /rill/brokers/[broker_id]       -> {"host", "port", "grpc_port"} (rill's own: the gRPC port)
+    /rill/topics/[topic]            -> {"partitions": [[broker_id, partition], ...]} (rill's own)
+
+The last is the topic's partition map for rill's native clients: partition ``i`` of
+the topic is the broker partition at index ``i``. Brokers only ever append to it
+(rill.broker.partition_map), so a partition's number never changes.
 
 ``RegistryView`` reads all of it into an immutable ``ClusterSnapshot`` and keeps it
 current: every read sets a one-shot watch, and any watch firing (or the session
@@ -22,7 +27,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -35,6 +40,7 @@ log = structlog.get_logger(__name__)
 IDS_PATH = "/brokers/ids"
 TOPICS_PATH = "/brokers/topics"
 RILL_BROKERS_PATH = "/rill/brokers"
+RILL_TOPICS_PATH = "/rill/topics"
 RETRY_BACKOFF_S = 0.5
 
 
@@ -72,12 +78,29 @@ def parse_partition_name(name: str) -> tuple[int, int]:
     return int(broker), int(partition)
 
 
+def parse_partition_map(value: bytes) -> tuple[tuple[int, int], ...]:
+    """``{"partitions": [[broker, partition], ...]}`` -> ((broker, partition), ...); ValueError when malformed."""
+    try:
+        entries = json.loads(value)["partitions"]
+        parsed = tuple((int(b), int(p)) for b, p in entries)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"not a partition map: {value[:80]!r}") from exc
+    if len(set(parsed)) != len(parsed) or any(b < 0 or p < 0 for b, p in parsed):
+        raise ValueError(f"partition map lists a partition twice or a negative id: {value[:80]!r}")
+    return parsed
+
+
+def encode_partition_map(entries: Sequence[tuple[int, int]]) -> bytes:
+    return json.dumps({"partitions": [[b, p] for b, p in entries]}, separators=(",", ":")).encode()
+
+
 @dataclass(frozen=True)
 class ClusterSnapshot:
     """The registry at one moment: live brokers, and per topic the partition count on each broker."""
 
     brokers: Mapping[int, BrokerRegistration] = field(default_factory=dict)
     topics: Mapping[str, Mapping[int, int]] = field(default_factory=dict)
+    partition_maps: Mapping[str, tuple[tuple[int, int], ...]] = field(default_factory=dict)
 
     def broker_partitions(self, topic: str) -> list[str]:
         """Every ``"broker-partition"`` of the topic, sorted as strings (Kafka 0.7's order).
@@ -191,7 +214,15 @@ class RegistryView:
                     log.warning("zookeeper.bad_partition_count", path=f"{TOPICS_PATH}/{topic}/{child}",
                                 value=value[:40])
             topics[topic] = dict(sorted(counts.items()))
-        return ClusterSnapshot(dict(sorted(brokers.items())), dict(sorted(topics.items())))
+        maps: dict[str, tuple[tuple[int, int], ...]] = {}
+        for topic in self._children(RILL_TOPICS_PATH):
+            value = self._data(f"{RILL_TOPICS_PATH}/{topic}")
+            if value is not None:
+                try:
+                    maps[topic] = parse_partition_map(value)
+                except ValueError as exc:
+                    log.warning("zookeeper.bad_partition_map", path=f"{RILL_TOPICS_PATH}/{topic}", error=str(exc))
+        return ClusterSnapshot(dict(sorted(brokers.items())), dict(sorted(topics.items())), maps)
 
     def _grpc_port(self, broker_id: int) -> int:
         value = self._data(f"{RILL_BROKERS_PATH}/{broker_id}")

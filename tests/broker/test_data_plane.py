@@ -224,9 +224,9 @@ def test_metadata_and_create_topic(raw: RawClient) -> None:
     assert rq.decode_create_topic_response(raw.request(rq.encode_create_topic("bad/name", 5)))[0] == ErrorCode.INVALID_TOPIC
     assert rq.decode_create_topic_response(raw.request(rq.encode_create_topic("zero", 0)))[0] == ErrorCode.INVALID_REQUEST
     error, meta = rq.decode_metadata_response(raw.request(rq.encode_metadata()))
-    assert rq.TopicMetadata("made", 0, (0,) * 5) in meta.topics
+    assert rq.TopicMetadata("made", 0, (0,) * 5, (0, 1, 2, 3, 4)) in meta.topics
     error, meta = rq.decode_metadata_response(raw.request(rq.encode_metadata(["made", "missing"])))
-    assert meta.topics == [rq.TopicMetadata("made", 0, (0,) * 5), rq.TopicMetadata("missing", ErrorCode.UNKNOWN_TOPIC, ())]
+    assert meta.topics == [rq.TopicMetadata("made", 0, (0,) * 5, (0, 1, 2, 3, 4)), rq.TopicMetadata("missing", ErrorCode.UNKNOWN_TOPIC, ())]
 
 
 def test_metadata_names_the_brokers_and_their_grpc_port(raw: RawClient, broker) -> None:

@@ -34,6 +34,9 @@ class FakeMetadata:
         t = self.topics.get(topic)
         return self.brokers[0] if t is not None and 0 <= partition < t.partitions else None
 
+    def broker_partition(self, topic: str, partition: int) -> int:
+        return partition
+
     def refresh(self, topics: Any = ()) -> None:
         self.refreshes += 1
 

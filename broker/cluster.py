@@ -1,0 +1,111 @@
+"""The cluster as this broker describes it: brokers, topics and where each partition lives.
+
+Alone (no ``zookeeper.connect``) the cluster is this broker and its own topics: partition
+``p`` of a topic is its own partition ``p``. On ZooKeeper the cluster is what the
+registry lists (rill.client.zookeeper.registry): the live brokers, and per topic the
+partition map that brokers append to (``/rill/topics/[topic]``), in which partition
+``p`` is partition ``broker_partitions[p]`` of broker ``leaders[p]``. A partition
+whose broker is not alive has no leader (``NO_LEADER``) until it returns; its number
+stays.
+
+Both are answered from memory (the registry keeps a snapshot current), so METADATA on
+the event loop and the coordinator's catalog never wait for ZooKeeper.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from rill.broker.log.manager import LogManager
+from rill.client.protocol import requests as rq
+from rill.client.zookeeper.registry import ClusterSnapshot, RegistryView
+
+
+class Placement:
+    """Where partition ``p`` of a topic lives: (leader broker or NO_LEADER, its number on that broker)."""
+
+    __slots__ = ("leaders", "broker_partitions")
+
+    def __init__(self, leaders: tuple[int, ...], broker_partitions: tuple[int, ...]) -> None:
+        self.leaders = leaders
+        self.broker_partitions = broker_partitions
+
+    def __len__(self) -> int:
+        return len(self.leaders)
+
+
+class ClusterView:
+    """Brokers and partition placement, from the local logs or from ZooKeeper's registry."""
+
+    def __init__(self, logs: LogManager, identity: Callable[[], rq.BrokerInfo],
+                 registry: RegistryView | None = None) -> None:
+        self.logs = logs
+        self.identity = identity
+        self.registry = registry
+
+    @property
+    def clustered(self) -> bool:
+        return self.registry is not None
+
+    def brokers(self) -> list[rq.BrokerInfo]:
+        """Live brokers (this one first when alone; sorted by id in a cluster)."""
+        me = self.identity()
+        if self.registry is None:
+            return [me]
+        brokers = [rq.BrokerInfo(b.broker_id, b.host, b.port, b.grpc_port)
+                   for b in self.registry.snapshot.brokers.values()]
+        if all(b.broker_id != me.broker_id for b in brokers):
+            brokers.append(me)  # our own registration is on its way (or being renewed): we are alive
+        return sorted(brokers)
+
+    def topic_names(self) -> list[str]:
+        names = set(self.logs.topics())
+        if self.registry is not None:
+            snapshot = self.registry.snapshot
+            names.update(snapshot.partition_maps)
+        return sorted(names)
+
+    def placement(self, topic: str) -> Placement | None:
+        """Where each partition of ``topic`` lives; None when no broker has it."""
+        local = self.logs.topics().get(topic)
+        if self.registry is None:
+            if local is None:
+                return None
+            me = self.identity().broker_id
+            return Placement((me,) * local, tuple(range(local)))
+        return _cluster_placement(self.registry.snapshot, topic, self.identity().broker_id, local)
+
+    def partition_counts(self) -> Mapping[str, int]:
+        """Topic -> number of partitions cluster-wide (the coordinator assigns these)."""
+        if self.registry is None:
+            return self.logs.topics()
+        counts: dict[str, int] = {}
+        for name in self.topic_names():
+            placed = self.placement(name)
+            if placed is not None and len(placed):
+                counts[name] = len(placed)
+        return counts
+
+    def locate(self, topic: str, partition: int) -> tuple[rq.BrokerInfo | None, int]:
+        """(leader broker or None, its number for the partition); KeyError when there is no such partition."""
+        placed = self.placement(topic)
+        if placed is None or not 0 <= partition < len(placed):
+            raise KeyError(f"{topic}-{partition}")
+        leader = placed.leaders[partition]
+        brokers = {b.broker_id: b for b in self.brokers()}
+        return brokers.get(leader), placed.broker_partitions[partition]
+
+
+def _cluster_placement(snapshot: ClusterSnapshot, topic: str, me: int, local: int | None) -> Placement | None:
+    entries = snapshot.partition_maps.get(topic)
+    if entries is None:
+        if local is None:
+            return None
+        # created here a moment ago: our registration writes the map next, listing these first
+        return Placement((me,) * local, tuple(range(local)))
+    listed = dict(snapshot.topics.get(topic, {}))
+    if local is not None:
+        listed[me] = local  # we know our own partitions before ZooKeeper does
+    alive = set(snapshot.brokers) | {me}
+    leaders = tuple(b if b in alive and p < listed.get(b, 0) else rq.NO_LEADER for b, p in entries)
+    return Placement(leaders, tuple(p for _, p in entries))
