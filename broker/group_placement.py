@@ -134,14 +134,24 @@ class GroupPlacement:
 
     # ------------------------------------------------------------------ life cycle
 
-    def start(self, zk: KazooClient, registry: RegistryView) -> None:
-        """Start placing groups from ``registry``'s snapshots (the first placement runs on the worker)."""
-        self.store = CheckpointStore(zk)
+    def start(self, zk: KazooClient | None, registry: RegistryView, *, store: CheckpointStore | None = None,
+              run: bool = True) -> None:
+        """Start placing groups from ``registry``'s snapshots (the first placement runs on the worker).
+
+        ``store`` replaces the ZooKeeper store of ``zk``; with ``run=False`` there is no
+        worker thread and the caller drives :meth:`apply_placement` and
+        :meth:`checkpoint_now` (tests).
+        """
+        if store is None:
+            assert zk is not None, "a ZooKeeper client or a store"
+            store = CheckpointStore(zk)
+        self.store = store
         self._latest = (self._latest[0] + 1, live_brokers(registry.snapshot))  # the first placement runs even if empty
         registry.add_listener(self._on_snapshot)
         self._started = True
-        self._thread = threading.Thread(target=self._run, name="rill-group-placement", daemon=True)
-        self._thread.start()
+        if run:
+            self._thread = threading.Thread(target=self._run, name="rill-group-placement", daemon=True)
+            self._thread.start()
         log.info("group.placement_started", broker_id=self.me.broker_id, instance=self.writer.instance,
                  interval_ms=int(self.interval_s * 1000))
 
@@ -179,17 +189,21 @@ class GroupPlacement:
         next_tick = time.monotonic() + self.interval_s
         while not self._stop.is_set():
             try:
-                if self._latest[0] != self._applied_version:
-                    self._transition()
+                self.apply_placement()
                 if time.monotonic() >= next_tick:
                     next_tick = time.monotonic() + self.interval_s
-                    self._checkpoint()
+                    self.checkpoint_now()
             except Exception as exc:  # ZooKeeper trouble (or a bug): logged, retried
                 log.warning("group.placement_failed", error=repr(exc), exc_info=not isinstance(exc, KazooException))
                 self._stop.wait(RETRY_BACKOFF_S)
                 continue
             self._wake.wait(max(0.0, next_tick - time.monotonic()))
             self._wake.clear()
+
+    def apply_placement(self) -> None:
+        """Release and take over groups for the latest view of the cluster, if it is not applied yet."""
+        if self._latest[0] != self._applied_version:
+            self._transition()
 
     def _transition(self) -> None:
         version, brokers = self._latest
@@ -290,7 +304,8 @@ class GroupPlacement:
 
     # ------------------------------------------------------------------ checkpoints
 
-    def _checkpoint(self) -> None:
+    def checkpoint_now(self) -> None:
+        """Write the groups that changed since the last round (one transaction per ~512 KiB)."""
         changed = self.groups.take_changed() | self._retry
         self._retry = set()
         owned = sorted(n for n in changed if self.owns(n))
