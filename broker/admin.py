@@ -14,7 +14,10 @@ from typing import Any
 import grpc
 import structlog
 
+from rill.broker.catalog import LogCatalog
+from rill.broker.cluster import ClusterView
 from rill.broker.log.manager import LogManager
+from rill.client.protocol import requests as rq
 from rill.client.errors import BrokerError, InvalidTopic
 from rill.v1 import admin_pb2 as apb
 from rill.v1 import admin_pb2_grpc as apb_grpc
@@ -24,23 +27,37 @@ log = structlog.get_logger(__name__)
 
 
 class AdminServicer(apb_grpc.AdminServicer):
-    def __init__(self, logs: LogManager, coordinator: Any, broker: pb.Broker) -> None:
+    def __init__(self, logs: LogManager, coordinator: Any, broker: pb.Broker,
+                 cluster: ClusterView | None = None) -> None:
         self.logs = logs
         self.coordinator = coordinator
         self.broker = broker
+        self.cluster = cluster or ClusterView(logs, lambda: rq.BrokerInfo(broker.broker_id, broker.host, broker.port,
+                                                                          broker.grpc_port))
+        self.catalog = LogCatalog(logs, self.cluster)
 
     # ---------------------------------------------------------------- topics
 
     def _describe_topic(self, topic: str, details: bool = True) -> apb.TopicDescription:
-        count = self.logs.topics().get(topic)
-        if count is None:
+        """The topic cluster-wide; offsets of partitions on other brokers are asked of them (-1: no answer)."""
+        placed = self.cluster.placement(topic)
+        if placed is None:
             return apb.TopicDescription(topic=topic, error_code=pb.UNKNOWN_TOPIC_OR_PARTITION)
-        desc = apb.TopicDescription(topic=topic, partition_count=count)
-        if details:
-            for p in range(count):
-                plog = self.logs.get(topic, p)
-                desc.partitions.add(partition=p, start_offset=plog.start_offset, end_offset=plog.end_offset,
-                                    size_bytes=plog.size_bytes, leader=self.broker.broker_id)
+        desc = apb.TopicDescription(topic=topic, partition_count=len(placed))
+        if not details:
+            return desc
+        me = self.broker.broker_id
+        for p, (leader, number) in enumerate(zip(placed.leaders, placed.broker_partitions)):
+            row = desc.partitions.add(partition=p, leader=leader, broker_partition=number,
+                                      start_offset=-1, end_offset=-1)
+            if leader == me:
+                plog = self.logs.get(topic, number)
+                row.start_offset, row.end_offset, row.size_bytes = plog.start_offset, plog.end_offset, plog.size_bytes
+            elif leader != rq.NO_LEADER:
+                try:
+                    row.start_offset, row.end_offset = self.catalog.offset_range(topic, p)
+                except KeyError as exc:
+                    log.warning("admin.remote_offsets_failed", topic=topic, partition=p, error=str(exc))
         return desc
 
     def CreateTopic(self, request: apb.CreateTopicRequest, context: grpc.ServicerContext) -> apb.CreateTopicResponse:
@@ -54,11 +71,11 @@ class AdminServicer(apb_grpc.AdminServicer):
 
     def ListTopics(self, request: apb.ListTopicsRequest, context: grpc.ServicerContext) -> apb.ListTopicsResponse:
         return apb.ListTopicsResponse(topics=[self._describe_topic(t, details=False)
-                                              for t in sorted(self.logs.topics())])
+                                              for t in self.cluster.topic_names()])
 
     def DescribeTopics(self, request: apb.DescribeTopicsRequest,
                        context: grpc.ServicerContext) -> apb.DescribeTopicsResponse:
-        names = list(request.topics) or sorted(self.logs.topics())
+        names = list(request.topics) or self.cluster.topic_names()
         return apb.DescribeTopicsResponse(topics=[self._describe_topic(t) for t in names])
 
     # ---------------------------------------------------------------- cluster
@@ -66,8 +83,10 @@ class AdminServicer(apb_grpc.AdminServicer):
     def DescribeCluster(self, request: apb.DescribeClusterRequest,
                         context: grpc.ServicerContext) -> apb.DescribeClusterResponse:
         listing, _ = self.coordinator.list_groups(pb.ListGroupsRequest())
+        brokers = [pb.Broker(broker_id=b.broker_id, host=b.host, port=b.port, grpc_port=b.grpc_port)
+                   for b in self.cluster.brokers()]
         return apb.DescribeClusterResponse(
-            brokers=[self.broker], controller_broker_id=self.broker.broker_id,
+            brokers=brokers, controller_broker_id=self.broker.broker_id,
             coordinators=[apb.GroupCoordinatorAssignment(consumer_group=g.group_name,
                                                          coordinator_broker_id=g.controller_broker.broker_id)
                           for g in listing.groups_info])
@@ -100,19 +119,22 @@ class AdminServicer(apb_grpc.AdminServicer):
     def _group_partitions(self, described: Any, owners: dict[tuple[str, int], str]) -> list[tuple[str, int]]:
         topics = set(described.topics) | {t for m in described.members for t in m.topics}
         wanted = set(owners) | set(described.offsets)
+        counts = self.catalog.topics()
         for topic in topics:
-            wanted.update((topic, p) for p in range(self.logs.topics().get(topic, 0)))
+            wanted.update((topic, p) for p in range(counts.get(topic, 0)))
         return sorted(wanted)
 
     def _lag(self, topic: str, partition: int, committed: int, owner: str) -> apb.PartitionLag:
+        """Lag in bytes, and in seconds from the time index (-1 for a partition on another broker: its index is there)."""
         try:
-            plog = self.logs.get(topic, partition)
-        except BrokerError:
+            start, end = self.catalog.offset_range(topic, partition)
+        except (BrokerError, KeyError):
             return apb.PartitionLag(topic=topic, partition=partition, committed_offset=committed, owner=owner)
-        end = plog.end_offset
-        position = committed if committed >= 0 else plog.start_offset
-        position = max(position, plog.start_offset)
-        appended = plog.append_time_ms(position)
-        seconds = max(0.0, time.time() - appended / 1000) if appended is not None else 0.0
+        position = max(committed if committed >= 0 else start, start)
+        try:
+            appended = self.catalog.append_time_ms(topic, partition, position)
+            seconds = max(0.0, time.time() - appended / 1000) if appended is not None else 0.0
+        except LookupError:
+            seconds = -1.0
         return apb.PartitionLag(topic=topic, partition=partition, committed_offset=committed, end_offset=end,
                                 lag_bytes=max(0, end - position), lag_seconds=round(seconds, 3), owner=owner)

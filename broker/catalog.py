@@ -98,10 +98,13 @@ class LogCatalog:
         return found[0] if found else plog.start_offset
 
     def append_time_ms(self, topic: str, partition: int, offset: int) -> int | None:
-        """Append time of the message at ``offset`` (to one index interval); None at the log end or when remote."""
+        """Append time of the message at ``offset`` (to one index interval); None at the log end.
+
+        Raises LookupError for a partition on another broker (its time index is there).
+        """
         where = self._where(topic, partition)
         if where.remote:
-            return None
+            raise LookupError(f"{topic}-{partition} is on broker {where.leader.broker_id if where.leader else '?'}")
         return self._log(where, topic).append_time_ms(offset)
 
     def _ask(self, where: _Where, topic: str, call: Callable[[SimpleConsumer, int], T]) -> T:

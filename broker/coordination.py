@@ -83,8 +83,9 @@ def instance_id(directory: str) -> str:
 class ClusterAdminServicer(AdminServicer):
     """The Admin service in a cluster: DescribeGroup of a group coordinated elsewhere is NOT_COORDINATOR."""
 
-    def __init__(self, logs: LogManager, coordinator: Any, broker: pb.Broker, placement: GroupPlacement) -> None:
-        super().__init__(logs, coordinator, broker)
+    def __init__(self, logs: LogManager, coordinator: Any, broker: pb.Broker, placement: GroupPlacement,
+                 cluster: ClusterView | None = None) -> None:
+        super().__init__(logs, coordinator, broker, cluster)
         self.placement = placement
 
     def DescribeGroup(self, request: apb.DescribeGroupRequest,
@@ -124,7 +125,7 @@ class CoordinatorHost:
         self.sink = RecordSink(self.coordinator, self.store)
         self.coordinator.set_sink(self.sink)
         self.placement: GroupPlacement | None = None
-        self.admin = AdminServicer(logs, self.coordinator, self.broker)
+        self.admin = AdminServicer(logs, self.coordinator, self.broker, cluster)
         if config["zookeeper.connect"]:
             if config["offsets.checkpoint.interval.ms"] <= 0:
                 raise ConfigError("offsets.checkpoint.interval.ms must be positive")
@@ -132,7 +133,7 @@ class CoordinatorHost:
                 self.coordinator, self.sink, self.broker, instance_id(os.path.join(logs.data_dir, COORDINATOR_DIR)),
                 interval_ms=config["offsets.checkpoint.interval.ms"],
                 handover_timeout_ms=config["zookeeper.session.timeout.ms"])
-            self.admin = ClusterAdminServicer(logs, self.coordinator, self.broker, self.placement)
+            self.admin = ClusterAdminServicer(logs, self.coordinator, self.broker, self.placement, cluster)
         self.servicer = GroupCoordinatorServicer(self.coordinator, self.sink,
                                                  commit_timeout_s=config["offsets.commit.timeout.ms"] / 1000,
                                                  router=self.placement)

@@ -34,6 +34,16 @@ class RunningBroker:
         self.grpc_port = broker.grpc_port
 
     @property
+    def broker_id(self) -> int:
+        return int(self.broker.config["broker.id"])
+
+    def close(self) -> None:
+        """Stop the broker now (as a clean shutdown); the context manager's exit then does nothing more."""
+        self.broker.stop()
+        self.thread.join(timeout=30)
+        self.broker.close()
+
+    @property
     def grpc_address(self) -> str:
         return f"{self.host}:{self.grpc_port}"
 

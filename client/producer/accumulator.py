@@ -212,7 +212,7 @@ class RecordAccumulator:
         error: BaseException | None = None
         if partition is None:
             try:
-                partition = self.partitioner(state.name, key, count)
+                partition = state.choose(self.partitioner, key)
             except Exception as exc:
                 error = exc
         if error is None and not (isinstance(partition, int) and 0 <= partition < count):
@@ -360,8 +360,10 @@ class RecordAccumulator:
         with self._lock:
             return sorted(self.topics)
 
-    def assign(self, topic: str, partitions: int) -> Callbacks:
+    def assign(self, topic: str, partitions: int, available: tuple[int, ...] | None = None) -> Callbacks:
         """The topic has ``partitions`` partitions: make queues and partition its unassigned messages.
+
+        ``available``: the partitions with a live broker when some have none (None: all).
 
         Returns the callbacks to run (outside any lock) for the resolved placeholder.
         """
@@ -373,6 +375,7 @@ class RecordAccumulator:
                 state.queues.append(PartitionQueue(topic, p))
             if state.partitions is None or partitions > state.partitions:
                 state.partitions = partitions
+            state.available = available
             pending = self._unassigned.pop(topic, None)
             if pending is None:
                 return []

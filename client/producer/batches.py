@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import operator
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from rill.client.producer.future import MESSAGE_OVERHEAD, BatchResult, Completion, SendResponse
 
@@ -76,14 +76,34 @@ class Unassigned(Completion):
 
 
 class TopicState:
-    """What the caller's thread needs of a topic: its partition count (None: unknown) and queues."""
+    """What the caller's thread needs of a topic: its partition count (None: unknown) and queues.
 
-    __slots__ = ("name", "partitions", "queues")
+    ``available``: the partitions whose broker is alive, when some are not (None: all are).
+    """
+
+    __slots__ = ("name", "partitions", "queues", "available")
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.partitions: int | None = None
         self.queues: list[PartitionQueue] = []
+        self.available: tuple[int, ...] | None = None
+
+    def choose(self, partitioner: Callable[[str, bytes | None, int], int], key: bytes | None) -> int:
+        """The partition for a message with ``key`` (the count must be known).
+
+        A key goes where the partitioner sends it among all the partitions (so a key keeps
+        its partition while a broker is down, and waits for it); a message without a key
+        goes only to a partition whose broker is alive, when some are not (Kafka's
+        "available partitions"), so a dead broker does not hold up unkeyed traffic.
+        """
+        count = self.partitions or 0
+        if count == 1:
+            return 0
+        available = self.available
+        if key is None and available:
+            return available[partitioner(self.name, None, len(available)) % len(available)]
+        return partitioner(self.name, key, count)
 
 
 

@@ -128,7 +128,9 @@ class MetadataUpdater:
         waiting = self.acc.unassigned()
         for t in meta.topics:
             if t.error == 0 and t.partitions > 0:
-                run_callbacks(self.acc.assign(t.topic, t.partitions), self.config.client_id)
+                live = tuple(p for p, leader in enumerate(t.leaders) if leader in self.cluster.brokers)
+                available = live if len(live) < t.partitions else None
+                run_callbacks(self.acc.assign(t.topic, t.partitions, available), self.config.client_id)
             elif t.error == ErrorCode.UNKNOWN_TOPIC and t.topic in waiting:
                 self._probe(t.topic, now)
             elif t.error and t.topic in waiting:

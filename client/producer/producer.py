@@ -179,7 +179,7 @@ class Producer:
         if state is None or count is None:
             return self._send_unassigned(topic, [value], key, partition)
         if partition is None:
-            partition = 0 if count == 1 else self._partitioner(topic, key, count)
+            partition = state.choose(self._partitioner, key)
         elif not 0 <= partition < count:
             return self._missing_partition(topic, partition, count, 1)
         return self._acc.append(state, partition, value)
@@ -221,7 +221,7 @@ class Producer:
         if state is None or count is None:
             return self._send_unassigned(topic, payloads, key, partition, ends)
         if partition is None:
-            partition = 0 if count == 1 else self._partitioner(topic, key, count)
+            partition = state.choose(self._partitioner, key)
         elif not 0 <= partition < count:
             return self._missing_partition(topic, partition, count, len(payloads))
         return self._acc.append_many(state, partition, payloads, ends)

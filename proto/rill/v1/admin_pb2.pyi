@@ -42,18 +42,20 @@ class DescribeTopicsRequest(_message.Message):
     def __init__(self, topics: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class PartitionDescription(_message.Message):
-    __slots__ = ("partition", "start_offset", "end_offset", "size_bytes", "leader")
+    __slots__ = ("partition", "start_offset", "end_offset", "size_bytes", "leader", "broker_partition")
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     START_OFFSET_FIELD_NUMBER: _ClassVar[int]
     END_OFFSET_FIELD_NUMBER: _ClassVar[int]
     SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
     LEADER_FIELD_NUMBER: _ClassVar[int]
+    BROKER_PARTITION_FIELD_NUMBER: _ClassVar[int]
     partition: int
     start_offset: int
     end_offset: int
     size_bytes: int
     leader: int
-    def __init__(self, partition: _Optional[int] = ..., start_offset: _Optional[int] = ..., end_offset: _Optional[int] = ..., size_bytes: _Optional[int] = ..., leader: _Optional[int] = ...) -> None: ...
+    broker_partition: int
+    def __init__(self, partition: _Optional[int] = ..., start_offset: _Optional[int] = ..., end_offset: _Optional[int] = ..., size_bytes: _Optional[int] = ..., leader: _Optional[int] = ..., broker_partition: _Optional[int] = ...) -> None: ...
 
 class TopicDescription(_message.Message):
     __slots__ = ("topic", "partition_count", "partitions", "error_code")
