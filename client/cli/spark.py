@@ -12,7 +12,7 @@ import sys
 import time
 from typing import Any, TextIO
 
-from rill.client.cli.common import CliError, add_broker_arguments, positive_int, topic_name
+from rill.client.cli.common import CliError, add_broker_arguments, positive_int, topic_name, unknown_topic
 
 DEFAULT_MASTER = "local[2]"
 BAR_WIDTH = 30
@@ -79,6 +79,16 @@ class ProgressBar:
             self.stream.flush()
 
 
+def _check_topics(host: str, port: int, topics: list[str], timeout: float) -> None:
+    from rill.client.simple import SimpleConsumer
+
+    with SimpleConsumer(host, port, timeout=timeout) as client:
+        known = client.topics()
+    missing = [t for t in topics if t not in known]
+    if missing:
+        raise unknown_topic(missing[0])
+
+
 def run_load(args: argparse.Namespace) -> int:
     try:
         from rill.client.spark import SourceOptionError, spark_session
@@ -88,6 +98,7 @@ def run_load(args: argparse.Namespace) -> int:
         raise CliError(f"rill spark needs pyspark and pyarrow: pip install 'rill[spark]' ({exc})") from exc
     host, port = args.broker
     began = time.monotonic()
+    _check_topics(host, port, args.topic, args.timeout)  # before Spark starts: a typo fails in a second
     spark = spark_session(args.master, "rill spark load")
     spark.sparkContext.setLogLevel("ERROR")
     bar = None if args.no_progress else ProgressBar(sys.stderr)

@@ -1,0 +1,118 @@
+"""Batch reads with real Spark: schema, every offset option, byte-range splitting, bad options."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+
+from rill.broker.testing import RunningBroker
+from tests.spark.helpers import create, produce, read, rows_of, topic_rows
+
+pytestmark = pytest.mark.slow
+
+
+def values(prefix: str, n: int) -> list[bytes]:
+    return [f"{prefix}-{i:05d}".encode() * (1 + i % 3) for i in range(n)]
+
+
+@pytest.fixture
+def two_partitions(broker: RunningBroker) -> RunningBroker:
+    create(broker, "events", 2)
+    produce(broker, "events", 0, values("a", 300))
+    produce(broker, "events", 1, values("b", 200))
+    return broker
+
+
+def test_schema_is_spark_kafka_columns(spark: Any, two_partitions: RunningBroker) -> None:
+    """The schema is Spark's Kafka source's (key and timestamp are null: the 0.7 format has neither)."""
+    df = read(spark, two_partitions, subscribe="events")
+    assert [(f.name, f.dataType.simpleString()) for f in df.schema.fields] == [
+        ("key", "binary"), ("value", "binary"), ("topic", "string"), ("partition", "int"), ("offset", "bigint"),
+        ("timestamp", "timestamp")]
+    first = df.where("partition = 0").orderBy("offset").first()
+    assert (first.key, first.topic, first.offset, first.timestamp) == (None, "events", 0, None)
+
+
+def test_default_reads_earliest_to_latest_once(spark: Any, two_partitions: RunningBroker) -> None:
+    """With no offset options a batch reads every message exactly once, one task per partition."""
+    df = read(spark, two_partitions, subscribe="events")
+    assert df.rdd.getNumPartitions() == 2
+    assert rows_of(df) == sorted(topic_rows(two_partitions, "events", 2))
+
+
+def test_json_offsets_start_and_end(spark: Any, two_partitions: RunningBroker) -> None:
+    """JSON offsets: a byte offset, -2 (earliest) and -1 (latest) select exactly those ranges."""
+    everything = sorted(topic_rows(two_partitions, "events", 2))
+    p0 = [r for r in everything if r[0] == 0]
+    start, end = p0[100][1], p0[200][1]
+    df = read(spark, two_partitions, subscribe="events",
+              startingOffsets=json.dumps({"events": {"0": start, "1": -2}}),
+              endingOffsets=json.dumps({"events": {"0": end, "1": -1}}))
+    assert rows_of(df) == p0[100:200] + [r for r in everything if r[0] == 1]
+
+
+def test_latest_start_reads_nothing(spark: Any, two_partitions: RunningBroker) -> None:
+    """startingOffsets=latest in a batch gives an empty result."""
+    assert read(spark, two_partitions, subscribe="events", startingOffsets="latest").count() == 0
+
+
+def test_starting_timestamp(spark: Any, fine_broker: RunningBroker) -> None:
+    """startingTimestamp skips what was appended before it (to within one index interval) and keeps all after."""
+    create(fine_broker, "timed", 1)
+    produce(fine_broker, "timed", 0, values("old", 200))
+    time.sleep(0.05)
+    cut_ms = int(time.time() * 1000)
+    time.sleep(0.05)
+    produce(fine_broker, "timed", 0, values("new", 100))
+    got = [r[2] for r in rows_of(read(spark, fine_broker, subscribe="timed", startingTimestamp=str(cut_ms)))]
+    new = values("new", 100)
+    assert got[-100:] == new
+    assert len(got) - 100 <= 5  # the index interval (64 bytes) covers a few old messages at most
+
+
+def test_subscribe_pattern_and_assign(spark: Any, two_partitions: RunningBroker) -> None:
+    """subscribePattern matches whole topic names; assign reads only the named partitions."""
+    create(two_partitions, "events-extra", 1)
+    produce(two_partitions, "events-extra", 0, [b"x"])
+    by_pattern = read(spark, two_partitions, subscribePattern="events.*").select("topic").distinct().collect()
+    assert sorted(r.topic for r in by_pattern) == ["events", "events-extra"]
+    assert read(spark, two_partitions, subscribePattern="vents").count() == 0
+    assigned = read(spark, two_partitions, assign=json.dumps({"events": [1]}))
+    assert rows_of(assigned) == [r for r in sorted(topic_rows(two_partitions, "events", 2)) if r[0] == 1]
+
+
+def test_byte_range_split_equals_one_task(spark: Any, broker: RunningBroker) -> None:
+    """Splitting a large partition into byte ranges gives exactly the rows of a single task."""
+    create(broker, "big", 1)
+    for chunk in range(4):
+        produce(broker, "big", 0, values(f"c{chunk}", 2000))
+    whole = read(spark, broker, subscribe="big")
+    split = read(spark, broker, subscribe="big", splitBytes="20000")
+    assert whole.rdd.getNumPartitions() == 1
+    assert split.rdd.getNumPartitions() >= 8
+    assert rows_of(split) == rows_of(whole) == sorted(topic_rows(broker, "big", 1))
+    assert read(spark, broker, subscribe="big", minPartitions="4").rdd.getNumPartitions() == 4
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"subscribe": "missing"}, "topic 'missing' does not exist"),
+    ({"subscribe": "events", "startingOffsets": "{not json"}, "option 'startingOffsets' must be"),
+    ({"subscribe": "events", "startingOffsets": '{"events": {"0": 999999999}}'}, "outside the log"),
+    ({"subscribe": "events", "startingOffsets": '{"events": {"0": 3}}'}, "not the start of a message"),
+    ({"subscribe": "events", "endingOffsets": '{"events": {"0": -2}}'}, "-1 (latest)"),
+    ({"subscribe": "events", "startingOffsets": '{"events": {"7": 0}}'}, "has 2 partitions"),
+    ({"subscribe": "events", "subscribePattern": "e.*"}, "exactly one of the options"),
+    ({"subscribe": "events", "startingOfsets": "earliest"}, "unknown option(s) startingofsets"),
+    ({"subscribe": "events", "maxOffsetsPerTrigger": "10"}, "for streaming reads only"),
+])
+def test_bad_options_fail_at_planning(spark: Any, two_partitions: RunningBroker, options: dict[str, str],
+                                      message: str) -> None:
+    """A bad option fails the query while Spark plans it (an AnalysisException, no task runs), saying what is wrong."""
+    from pyspark.errors import AnalysisException
+
+    with pytest.raises(AnalysisException) as failure:
+        read(spark, two_partitions, **options).collect()
+    assert message in str(failure.value)

@@ -1,0 +1,93 @@
+"""The offline loader as a user runs it: ``rill spark load`` in its own process, killed with
+SIGKILL mid-run and run again, its Parquet compared row for row with the topic."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rill.broker.testing import RunningBroker
+from rill.client.admin import AdminClient
+from rill.client.simple import SimpleConsumer
+from rill.client.spark.output import OutputDir
+from tests.spark.helpers import create, produce, rows_of, topic_rows
+
+pytestmark = pytest.mark.slow
+
+TOPIC = "orders"
+PARTITIONS = 3
+
+
+def loader(broker: RunningBroker, out: Path) -> subprocess.Popen[bytes]:
+    command = [sys.executable, "-m", "rill.client.cli.main", "spark", "load", "--broker", broker.address,
+               "--topic", TOPIC, "--out", str(out), "--group", "orders-loader", "--split-bytes", "400000"]
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+
+
+def finish(proc: subprocess.Popen[bytes]) -> str:
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err.decode()
+    return err.decode()
+
+
+def kill_mid_run(proc: subprocess.Popen[bytes], out: Path, rng: random.Random) -> None:
+    """SIGKILL the driver once its run has begun (staging exists), at a random moment; then its JVM."""
+    deadline = time.monotonic() + 60
+    while not (out / "_staging").exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(rng.uniform(0.0, 2.0))
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # the Spark JVM the driver started, in the same new session
+    except ProcessLookupError:
+        pass
+
+
+def produce_orders(broker: RunningBroker, round_: int, count: int) -> None:
+    for p in range(PARTITIONS):
+        produce(broker, TOPIC, p, [f"order-{round_}-{p}-{i:06d}-".encode() * 4 for i in range(count)])
+
+
+def test_loader_killed_and_rerun_matches_topic(spark: Any, broker: RunningBroker, tmp_path: Path) -> None:
+    """Runs killed with SIGKILL at random points, then re-run, leave Parquet equal to the topic: no duplicate, no loss."""
+    rng = random.Random(int(os.environ.get("RILL_TEST_SEED", time.time())))
+    out = tmp_path / "out"
+    create(broker, TOPIC, PARTITIONS)
+    produce_orders(broker, 1, 20000)
+    kill_mid_run(loader(broker, out), out, rng)
+    finish(loader(broker, out))
+    produce_orders(broker, 2, 5000)
+    kill_mid_run(loader(broker, out), out, rng)
+    summary = finish(loader(broker, out))
+    assert "loaded" in summary
+    assert "nothing new" in finish(loader(broker, out))
+
+    expected = sorted(topic_rows(broker, TOPIC, PARTITIONS))
+    assert rows_of(spark.read.parquet(str(out))) == expected
+    assert not (out / "_staging").exists()
+    manifest = OutputDir(out).latest()
+    with SimpleConsumer(broker.host, broker.port) as consumer:
+        ends = {str(p): consumer.latest_offset(TOPIC, p) for p in range(PARTITIONS)}
+    assert manifest is not None and manifest.end == {TOPIC: ends}
+    with AdminClient(broker.grpc_address) as admin:
+        committed = admin.fetch_offsets("orders-loader").offsets
+    assert {(o.topic, o.partition): o.offset for o in committed} == {
+        (TOPIC, int(p)): o for p, o in manifest.end[TOPIC].items()}
+
+
+def test_loader_cli_errors(broker: RunningBroker, tmp_path: Path) -> None:
+    """An unknown topic is one error line and exit code 1, and nothing is written."""
+    proc = subprocess.run([sys.executable, "-m", "rill.client.cli.main", "spark", "load", "--broker", broker.address,
+                           "--topic", "absent", "--out", str(tmp_path / "out")], capture_output=True, timeout=120)
+    assert proc.returncode == 1
+    assert "rill: error: topic 'absent' does not exist" in proc.stderr.decode()
+    assert not (tmp_path / "out").exists()
