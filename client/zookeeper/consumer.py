@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from types import TracebackType
 from typing import Any, NamedTuple
 
@@ -195,7 +195,7 @@ class ZkConsumer:
         return {topic: [ZkStream(buffers, first[topic] + i, timeout, i) for i in range(streams)]
                 for topic, streams in counts.items()}
 
-    def _start(self, subscription: Subscription, streams: int, stream_of: Any) -> StreamBuffers:
+    def _start(self, subscription: Subscription, streams: int, stream_of: Callable[[str, int], int]) -> StreamBuffers:
         if self._closed:
             raise ZkConsumerError("the consumer is closed")
         if self._rebalancer is not None:

@@ -32,11 +32,15 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from rill.client.zookeeper.assignment import Subscription, decode_subscription, encode_subscription
 from rill.client.zookeeper.streams import PartitionKey
 
-__all__ = ["GroupDirs", "ZkGroup"]
+__all__ = ["ConsumerIdInUse", "GroupDirs", "ZkGroup"]
 
 log = structlog.get_logger(__name__)
 
 CLAIM_ATTEMPTS = 3  # create / read races before a claim reports the node as held
+
+
+class ConsumerIdInUse(RuntimeError):
+    """Another live session holds our ids node: two consumers were given the same consumerid."""
 
 
 class GroupDirs:
@@ -68,6 +72,7 @@ class ZkGroup:
         self.consumer = consumer
         self._known_dirs: set[str] = set()
         self._claimed: set[str] = set()  # owner paths this session may hold
+        self._own_sessions: set[int] = set()  # every session we registered with
 
     @property
     def session(self) -> int:
@@ -83,13 +88,21 @@ class ZkGroup:
     # -- registration -------------------------------------------------------------------------
 
     def register(self, subscription: Subscription) -> None:
-        """Create (or refresh) our ephemeral ids node with the subscription value."""
+        """Create (or refresh) our ephemeral ids node with the subscription value.
+
+        A node left by an earlier session of ours is replaced.
+
+        Raises:
+            ConsumerIdInUse: a session that was never ours holds the node.
+        """
         path = self.dirs.id_path(self.consumer)
         value = encode_subscription(subscription)
         self._ensure_parents(path)
         while True:
+            session = self.session
             try:
                 self.zk.create(path, value, ephemeral=True)
+                self._own_sessions.add(session)
                 return
             except NodeExistsError:
                 pass
@@ -97,12 +110,16 @@ class ZkGroup:
                 data, stat = self.zk.get(path)
             except NoNodeError:
                 continue
-            if int(stat.ephemeralOwner) == self.session:
+            owner = int(stat.ephemeralOwner)
+            if owner == session:
                 if data != value:
                     self.zk.set(path, value, version=stat.version)
+                self._own_sessions.add(session)
                 return
-            # our consumer id is unique, so a node of another session is an earlier session of ours
-            log.info("zookeeper_consumer.stale_registration_deleted", path=path, owner=hex(stat.ephemeralOwner))
+            if owner not in self._own_sessions:
+                raise ConsumerIdInUse(f"{path} is held by another live session ({owner:#x}): two consumers "
+                                      f"of group {self.dirs.group!r} have the id {self.consumer!r}")
+            log.info("zookeeper_consumer.stale_registration_deleted", path=path, owner=hex(owner))
             self._delete_at(path, stat.version)
 
     def unregister(self) -> None:

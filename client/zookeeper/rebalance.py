@@ -45,7 +45,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 from rill.client.zookeeper.assignment import Subscription, group_assignment
 from rill.client.zookeeper.fetcher import FetcherPool, FetchTarget
-from rill.client.zookeeper.group import ZkGroup
+from rill.client.zookeeper.group import ConsumerIdInUse, ZkGroup
 from rill.client.zookeeper.registry import BrokerRegistration, ClusterSnapshot, RegistryView, parse_partition_name
 from rill.client.zookeeper.streams import OwnedPartition, PartitionKey, StreamBuffers
 
@@ -171,6 +171,10 @@ class Rebalancer:
             except ZK_ERRORS as exc:
                 self.log.warning("zookeeper_consumer.zookeeper_error", error=repr(exc))
                 self._due = time.monotonic() + self.config.backoff_s
+            except ConsumerIdInUse as exc:
+                self.log.error("zookeeper_consumer.consumer_id_in_use", error=str(exc), retry_in_s=self.config.backoff_s)
+                self._due = time.monotonic() + self.config.backoff_s
+                self.first_round.set()
             except Exception:
                 self.log.exception("zookeeper_consumer.rebalancer_error")
                 self._due = time.monotonic() + self.config.backoff_s

@@ -100,6 +100,7 @@ class StreamBuffers:
         self._paused = False
         self._closed = False
         self._errors: deque[Exception] = deque()
+        self._next_stream = 0  # where a take from every stream starts (rotates, so none starves)
 
     @property
     def streams(self) -> int:
@@ -219,16 +220,21 @@ class StreamBuffers:
     def take(self, stream: int | None, timeout: float | None, max_records: int) -> list[ZkRecord]:
         """Deliver up to ``max_records`` records, waiting up to ``timeout`` seconds (None: forever).
 
-        ``stream`` None takes from every stream (round-robin from the first that has
-        data). Returns [] on timeout, when closed, or while paused.
+        ``stream`` None takes from every stream, starting one stream further each
+        time so that none starves. Returns [] on timeout, when closed, or while paused.
 
         Raises:
             Exception: a fetch error reported with ``fail`` (once).
         """
         deadline = None if timeout is None else time.monotonic() + timeout
-        streams = range(len(self._buffers)) if stream is None else (stream,)
         with self._cond:
             while True:
+                if stream is None:
+                    n = len(self._buffers)
+                    streams = [(self._next_stream + i) % n for i in range(n)]
+                    self._next_stream = (self._next_stream + 1) % n
+                else:
+                    streams = [stream]
                 if self._errors:
                     raise self._errors.popleft()
                 if self._closed:

@@ -9,6 +9,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
+import structlog
 from kazoo.client import KazooClient
 
 from rill.client.config import ConfigError
@@ -135,3 +136,16 @@ def test_api_misuse_is_refused(zk_connect: str) -> None:
         assert consumer.poll(0.05) == [] and consumer.assignment() == set()
         with pytest.raises(ZkConsumerError, match="already subscribed"):
             consumer.subscribe(["u"])
+
+
+def test_a_consumerid_in_use_is_an_error(zk_connect: str, zk: KazooClient) -> None:
+    """A second consumer given a live consumer's consumerid logs an error and never takes its registration over."""
+    with ZkConsumer(zookeeper=zk_connect, group="g", consumerid="same", **FAST) as first:
+        first.subscribe(["t"])
+        held = zk.get("/consumers/g/ids/g_same")[1]
+        with structlog.testing.capture_logs() as logs, \
+                ZkConsumer(zookeeper=zk_connect, group="g", consumerid="same", **FAST) as second:
+            second.subscribe(["t"])
+            errors = [e for e in logs if e["event"] == "zookeeper_consumer.consumer_id_in_use"]
+            assert errors and errors[0]["log_level"] == "error" and "g_same" in errors[0]["error"]
+            assert zk.get("/consumers/g/ids/g_same")[1].ephemeralOwner == held.ephemeralOwner
