@@ -113,15 +113,19 @@ class MetadataUpdater:
         return None, min(lk.retry_at for lk in links)
 
     def on_metadata(self, request: InFlight, body: memoryview, now: float) -> None:
-        """Learn from a METADATA response: assign the partitions of the topics waiting for
-        them, probe the unknown ones, fail those the broker refused."""
+        """Learn from a METADATA response (see :meth:`apply`)."""
         self._link = None
         error, meta = rq.decode_metadata_response(body)
         if error:
             self.error = f"metadata request failed: {error_for_code(error)}"
             self.stale = True
             return
-        self.cluster.update(meta, request.topics)
+        self.apply(meta, request.topics, now)
+
+    def apply(self, meta: rq.Metadata, names: Sequence[str], now: float) -> None:
+        """Assign the partitions of the topics waiting for them, probe the unknown ones,
+        fail those the broker refused."""
+        self.cluster.update(meta, names)
         self._at = now
         self.stale = False
         self.error = "metadata did not list the topic"

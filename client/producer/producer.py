@@ -33,11 +33,12 @@ from rill.client.producer.accumulator import RecordAccumulator, Unassigned, enco
 from rill.client.producer.errors import ProducerClosed, ProducerTimeout
 from rill.client.producer.future import MESSAGE_OVERHEAD, BatchResult, SendResponse
 from rill.client.producer.partitioner import partitioner_for
-from rill.client.producer.metadata import ProducerMetadata
+from rill.client.producer.metadata import MetadataUpdater, ProducerMetadata
 from rill.client.producer.sender import Sender, SenderConfig
 from rill.client.protocol import requests as rq
 from rill.client.protocol.messages import CODEC_GZIP, CODEC_NONE
 from rill.client.topics import validate_topic
+from rill.client.zookeeper.producer_metadata import ZkRegistrySource
 
 __all__ = ["Producer", "SETTINGS"]
 
@@ -54,6 +55,11 @@ def _partitioner(value: Any) -> Any:
 SETTINGS = (
     Setting("bootstrap.servers", "localhost:9092",
             "brokers to ask for metadata first, host:port[,host:port...]", servers),
+    Setting("zookeeper.connect", "",
+            "host:port[,host:port...][/chroot]: find brokers and partitions in ZooKeeper (Kafka 0.7) instead of "
+            "asking bootstrap.servers", str),
+    Setting("zookeeper.session.timeout.ms", 6000, "ZooKeeper session timeout (with zookeeper.connect)",
+            positive(int)),
     Setting("client.id", "rill-producer", "a name for this producer in logs and thread names", str),
     Setting("acks", "append", "when a send counts as done: none, append, fsync", choice("none", "append", "fsync")),
     Setting("batch.size", 65536, "bytes of messages per partition batch", positive(int)),
@@ -132,17 +138,25 @@ class Producer:
         self._acc = RecordAccumulator(
             batch_size=c["batch.size"], linger=c["linger.ms"] / 1000, buffer_memory=c["buffer.memory"],
             max_block=c["max.block.ms"] / 1000, request_timeout=request_timeout, partitioner=self._partitioner)
-        self._sender = Sender(self._acc, ProducerMetadata(c["bootstrap.servers"]), SenderConfig(
+        self._zookeeper: ZkRegistrySource | None = None
+        metadata: Callable[..., MetadataUpdater] = MetadataUpdater
+        bootstrap = c["bootstrap.servers"]
+        if c["zookeeper.connect"]:
+            self._zookeeper = ZkRegistrySource(c["zookeeper.connect"], c["zookeeper.session.timeout.ms"] / 1000,
+                                               request_timeout)
+            metadata = self._zookeeper.updater(lambda: self._sender.wakeup())
+            bootstrap = []
+        self._sender = Sender(self._acc, ProducerMetadata(bootstrap), SenderConfig(
             acks=_ACKS[c["acks"]], codec=_CODECS[c["compression.type"]],
             max_in_flight=c["max.in.flight.requests.per.connection"], request_timeout=request_timeout,
             retries=c["retries"], retry_backoff=c["retry.backoff.ms"] / 1000,
             metadata_max_age=c["metadata.max.age.ms"] / 1000, max_request_size=c["max.request.size"],
-            client_id=self.client_id))
+            client_id=self.client_id), metadata)
         self._sender.start()
         self._at_exit = _closer(weakref.ref(self), request_timeout)
         atexit.register(self._at_exit)
-        log.info("producer.started", client_id=self.client_id,
-                 bootstrap=[f"{h}:{p}" for h, p in c["bootstrap.servers"]], acks=c["acks"],
+        log.info("producer.started", client_id=self.client_id, zookeeper=c["zookeeper.connect"] or None,
+                 bootstrap=[f"{h}:{p}" for h, p in bootstrap], acks=c["acks"],
                  batch_size=c["batch.size"], linger_ms=c["linger.ms"], compression=c["compression.type"],
                  retries=c["retries"])
 
@@ -299,6 +313,8 @@ class Producer:
         self._sender.stop(ProducerClosed("the producer was closed before these messages were acknowledged"))
         if not in_sender:
             self._sender.thread.join()
+        if self._zookeeper is not None:
+            self._zookeeper.close()
         log.info("producer.closed", client_id=self.client_id)
 
     @property

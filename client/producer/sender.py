@@ -31,7 +31,7 @@ import selectors
 import socket
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import structlog
@@ -70,7 +70,8 @@ class SenderConfig:
 class Sender:
     """The background thread that sends the accumulator's batches (see the module doc)."""
 
-    def __init__(self, accumulator: RecordAccumulator, cluster: ProducerMetadata, config: SenderConfig) -> None:
+    def __init__(self, accumulator: RecordAccumulator, cluster: ProducerMetadata, config: SenderConfig,
+                 metadata: Callable[..., MetadataUpdater] = MetadataUpdater) -> None:
         self.acc = accumulator
         self.cluster = cluster
         self.config = config
@@ -84,7 +85,7 @@ class Sender:
         self._links: dict[Address, BrokerLink] = {}
         self._wanted: set[Address] = set()
         self._changed = False  # this turn failed a connection (and maybe put batches back): look again at once
-        self._metadata = MetadataUpdater(accumulator, cluster, config, self._links, self._connect, self._request)
+        self._metadata = metadata(accumulator, cluster, config, self._links, self._connect, self._request)
         self._outcomes = BatchOutcomes(accumulator, config, stopping=lambda: self._stop_error is not None)
         self.thread = threading.Thread(target=self._run, name=f"rill-producer-{config.client_id}", daemon=True)
         accumulator.wakeup = self.wakeup
