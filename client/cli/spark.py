@@ -40,6 +40,18 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
                       help="split a partition into Spark tasks of about this many bytes (default: 256 MiB)")
     load.add_argument("--no-progress", action="store_true", help="do not draw the progress bar")
     load.set_defaults(run=run_load)
+    bench = actions.add_parser(
+        "bench-read", help="benchmark: batch-read topics into Parquet and print rows per second",
+        description="Read the whole of the topics through the rill source and write them to Parquet under "
+                    "OUT (replaced), timing the Spark job. Prints the figures and the command line.")
+    add_broker_arguments(bench)
+    bench.add_argument("-t", "--topic", action="append", required=True, type=topic_name)
+    bench.add_argument("--out", required=True, metavar="DIR")
+    bench.add_argument("--master", default=DEFAULT_MASTER)
+    bench.add_argument("--split-bytes", type=positive_int, default=None, metavar="BYTES")
+    bench.add_argument("--fetch-bytes", type=positive_int, default=None, metavar="BYTES",
+                       help="bytes per fetch (one Arrow batch each; default 4 MiB)")
+    bench.set_defaults(run=run_bench)
 
 
 def _size(n: float) -> str:
@@ -120,4 +132,30 @@ def run_load(args: argparse.Namespace) -> int:
     if result.coordinator_error:
         print(f"rill: warning: the data is committed, but committing the offsets to the group coordinator "
               f"failed: {result.coordinator_error}", file=sys.stderr)
+    return 0
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    from rill.client.cli.common import command_line
+    from rill.client.spark import spark_session
+
+    host, port = args.broker
+    _check_topics(host, port, args.topic, args.timeout)
+    spark = spark_session(args.master, "rill spark bench-read")
+    spark.sparkContext.setLogLevel("ERROR")
+    reader = (spark.read.format("rill").option("bootstrap", f"{host}:{port}")
+              .option("subscribe", ",".join(args.topic)))
+    if args.split_bytes:
+        reader = reader.option("splitBytes", str(args.split_bytes))
+    if args.fetch_bytes:
+        reader = reader.option("fetchBytes", str(args.fetch_bytes))
+    began = time.monotonic()
+    df = reader.load()
+    tasks = df.rdd.getNumPartitions()
+    df.write.mode("overwrite").parquet(args.out)
+    seconds = time.monotonic() - began
+    rows = spark.read.parquet(args.out).count()
+    print(f"rill spark bench-read: {rows:,} rows in {seconds:.2f} s on {args.master}, {tasks} tasks", file=sys.stderr)
+    print(f"  {rows / seconds:,.0f} rows/s into Parquet", file=sys.stderr)
+    print(f"  command: {command_line(args.argv)}", file=sys.stderr)
     return 0
