@@ -9,7 +9,8 @@ from collections.abc import Iterator
 from rill.client.cli.common import (CliError, EXIT_USAGE, add_broker_arguments, info, non_negative_int,
                                     positive_int, topic_name, unknown_topic)
 from rill.client.cli.formatting import DEFAULT_FORMAT, OFFSET_FORMAT, compile_format
-from rill.client.errors import BrokerError, InvalidOffset, OffsetOutOfRange, UnknownTopic
+from rill.client.errors import BrokerError, InvalidOffset, OffsetOutOfRange, RillError
+from rill.client.metadata import ClusterMetadata
 from rill.client.protocol.messages import Message
 from rill.client.protocol.requests import FetchRequest
 from rill.client.simple import DEFAULT_FETCH_SIZE_LIMIT, DEFAULT_MAX_FETCH_SIZE, FetchResult, SimpleConsumer
@@ -75,15 +76,12 @@ def run(args: argparse.Namespace) -> int:
         render = compile_format(output_format(args))
     except ValueError as exc:
         raise CliError(f"--format: {exc}", EXIT_USAGE) from exc
-    host, port = args.broker
     out = sys.stdout.buffer
     printed = 0
-    limit = max(args.fetch_size, DEFAULT_FETCH_SIZE_LIMIT)
-    with SimpleConsumer(host, port, max_fetch_size=args.fetch_size, fetch_size_limit=limit,
-                        timeout=args.timeout) as consumer:
-        positions = start_positions(consumer, args)
+    with TopicReader(args.broker, args.topic, fetch_size=args.fetch_size, timeout=args.timeout) as reader:
+        positions = start_positions(reader, args)
         try:
-            for messages in poll(consumer, args.topic, positions, args.follow, args.poll_ms, args.fetch_size):
+            for messages in poll(reader, positions, args.follow, args.poll_ms):
                 if args.max_messages is not None:
                     messages = messages[:args.max_messages - printed]
                 data = b"".join([render(m) for m in messages])
@@ -98,24 +96,93 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def start_positions(consumer: SimpleConsumer, args: argparse.Namespace) -> dict[int, int]:
+class TopicReader:
+    """One topic's partitions, wherever they live: each read goes to the partition's broker.
+
+    Partitions are the cluster-wide numbers METADATA gives (on a single broker, its
+    own); a request carries the number the partition has on its broker, and messages
+    come back under the cluster-wide number.
+    """
+
+    def __init__(self, bootstrap: tuple[str, int], topic: str, *, fetch_size: int, timeout: float | None) -> None:
+        self.topic = topic
+        self.fetch_size = fetch_size
+        self.timeout = timeout
+        self.metadata = ClusterMetadata([bootstrap], timeout=timeout or 10.0)
+        self.clients: dict[tuple[str, int], SimpleConsumer] = {}
+
+    def __enter__(self) -> TopicReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for client in self.clients.values():
+            client.close()
+
+    def partitions(self) -> int:
+        try:
+            self.metadata.refresh([self.topic])
+        except RillError as exc:
+            raise CliError(str(exc)) from exc
+        count = self.metadata.partitions(self.topic)
+        if count is None:
+            raise unknown_topic(self.topic)
+        return count
+
+    def client(self, partition: int) -> tuple[SimpleConsumer, int]:
+        """The partition's broker and its number there; CliError when that broker is not alive."""
+        leader = self.metadata.leader(self.topic, partition)
+        if leader is None:
+            raise CliError(f"{self.topic}-{partition} is unavailable: its broker is not alive")
+        address = (leader.host, leader.port)
+        client = self.clients.get(address)
+        if client is None:
+            limit = max(self.fetch_size, DEFAULT_FETCH_SIZE_LIMIT)
+            client = self.clients[address] = SimpleConsumer(
+                leader.host, leader.port, max_fetch_size=self.fetch_size, fetch_size_limit=limit, timeout=self.timeout)
+        return client, self.metadata.broker_partition(self.topic, partition)
+
+    def earliest(self, partition: int) -> int:
+        client, number = self.client(partition)
+        return client.earliest_offset(self.topic, number)
+
+    def latest(self, partition: int) -> int:
+        client, number = self.client(partition)
+        return client.latest_offset(self.topic, number)
+
+    def fetch(self, positions: dict[int, int], wait_ms: int | None) -> list[FetchResult]:
+        """One fetch of every partition (a long poll of up to ``wait_ms`` split between brokers, if given)."""
+        by_broker: dict[tuple[str, int], list[tuple[int, FetchRequest]]] = {}
+        for partition, offset in positions.items():
+            client, number = self.client(partition)
+            by_broker.setdefault((client.host, client.port), []).append(
+                (partition, FetchRequest(self.topic, number, offset, self.fetch_size)))
+        results: list[FetchResult] = []
+        for address, entries in by_broker.items():
+            client, fetches = self.clients[address], [f for _, f in entries]
+            got = (client.fetch_wait(fetches, max(1, wait_ms // len(by_broker))) if wait_ms is not None
+                   else client.multifetch(fetches))
+            for (partition, request), result in zip(entries, got):
+                if request.partition != partition:
+                    result = result._replace(partition=partition, messages=[
+                        m._replace(partition=partition) for m in result.messages])
+                results.append(result)
+        return results
+
+
+def start_positions(reader: TopicReader, args: argparse.Namespace) -> dict[int, int]:
     """The starting offset of each partition to consume."""
-    try:
-        count = consumer.partitions_for(args.topic)
-    except UnknownTopic:
-        raise unknown_topic(args.topic) from None
+    count = reader.partitions()
     if args.partition is not None and args.partition >= count:
         raise CliError(f"topic {args.topic!r} has {count} partition(s): use --partition 0..{count - 1}")
     partitions = range(count) if args.partition is None else [args.partition]
     if args.offset == "earliest":
-        return {p: consumer.earliest_offset(args.topic, p) for p in partitions}
+        return {p: reader.earliest(p) for p in partitions}
     if args.offset == "latest":
-        return {p: consumer.latest_offset(args.topic, p) for p in partitions}
+        return {p: reader.latest(p) for p in partitions}
     return {p: int(args.offset) for p in partitions}
 
 
-def poll(consumer: SimpleConsumer, topic: str, positions: dict[int, int], follow: bool, poll_ms: int,
-         fetch_size: int) -> Iterator[list[Message]]:
+def poll(reader: TopicReader, positions: dict[int, int], follow: bool, poll_ms: int) -> Iterator[list[Message]]:
     """Yield batches of messages, partition by partition, round after round.
 
     Without ``follow`` a partition is done at its first empty fetch (the end of its
@@ -123,11 +190,9 @@ def poll(consumer: SimpleConsumer, topic: str, positions: dict[int, int], follow
     """
     active = dict(positions)
     while active:
-        fetches = [FetchRequest(topic, p, offset, fetch_size) for p, offset in active.items()]
-        results = consumer.fetch_wait(fetches, poll_ms) if follow else consumer.multifetch(fetches)
-        for result in results:
+        for result in reader.fetch(active, poll_ms if follow else None):
             if result.error is not None:
-                raise fetch_error(consumer, result, result.error)
+                raise fetch_error(reader, result, result.error)
             if result.messages:
                 yield result.messages
             if result.next_offset == result.offset and not follow:
@@ -136,12 +201,11 @@ def poll(consumer: SimpleConsumer, topic: str, positions: dict[int, int], follow
                 active[result.partition] = result.next_offset
 
 
-def fetch_error(consumer: SimpleConsumer, result: FetchResult, error: BrokerError) -> CliError:
+def fetch_error(reader: TopicReader, result: FetchResult, error: BrokerError) -> CliError:
     where = f"{result.topic}-{result.partition}"
     if isinstance(error, OffsetOutOfRange):
         try:
-            earliest = consumer.earliest_offset(result.topic, result.partition)
-            latest = consumer.latest_offset(result.topic, result.partition)
+            earliest, latest = reader.earliest(result.partition), reader.latest(result.partition)
         except BrokerError:
             return CliError(f"offset {result.offset} is out of range for {where}")
         return CliError(f"offset {result.offset} is out of range for {where} "

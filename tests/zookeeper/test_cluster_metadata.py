@@ -125,3 +125,22 @@ def test_a_dead_brokers_partitions_have_no_leader_and_unkeyed_sends_avoid_them(t
             for r in responses:
                 assert r.get_error(timeout=10) is None
                 assert r.partition in (0, 1)
+
+
+def test_rill_consume_reads_a_topic_across_the_cluster(tmp_path: Path, zk_connect: str,
+                                                       capsysbinary: pytest.CaptureFixture[bytes]) -> None:
+    from structlog.testing import capture_logs
+
+    from rill.client.cli.main import main
+    from rill.client.simple import SimpleProducer
+
+    with ExitStack() as stack:
+        b1, b2 = two_broker_topic(stack, tmp_path, zk_connect)
+        for b, number, value in ((b1, 1, b"on-1-1"), (b2, 2, b"on-2-2")):
+            with SimpleProducer(b.host, b.port) as p:
+                p.send("t", [value], number)
+        with capture_logs():
+            assert main(["consume", "-t", "t", "--format", "%p %s\\n", "-q", "--broker", b1.address,
+                         "--timeout", "10"]) == 0
+        # broker 1's partition 1 is partition 1; broker 2's partition 2 is partition 4 of the cluster
+        assert sorted(capsysbinary.readouterr().out.splitlines()) == [b"1 on-1-1", b"4 on-2-2"]
