@@ -88,6 +88,22 @@ class ClusterAdminServicer(AdminServicer):
         super().__init__(logs, coordinator, broker, cluster)
         self.placement = placement
 
+    def DescribeCluster(self, request: apb.DescribeClusterRequest,
+                        context: grpc.ServicerContext) -> apb.DescribeClusterResponse:
+        """The live brokers, and every group (this broker's and the checkpointed ones) with its coordinator."""
+        response = super().DescribeCluster(request, context)
+        listing, _ = self.coordinator.list_groups(pb.ListGroupsRequest())
+        names = {g.group_name for g in listing.groups_info}
+        for name in set(self.placement.checkpointed_groups()) - names:
+            cp = self.placement.checkpoint(name)
+            if cp is not None and not cp.deleted:
+                names.add(name)
+        del response.coordinators[:]
+        for name in sorted(names):
+            target = self.placement.coordinator(name)
+            response.coordinators.add(consumer_group=name, coordinator_broker_id=target.broker_id if target else -1)
+        return response
+
     def DescribeGroup(self, request: apb.DescribeGroupRequest,
                       context: grpc.ServicerContext) -> apb.DescribeGroupResponse:
         if not self.placement.owns(request.consumer_group):

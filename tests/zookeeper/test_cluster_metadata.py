@@ -144,3 +144,26 @@ def test_rill_consume_reads_a_topic_across_the_cluster(tmp_path: Path, zk_connec
                          "--timeout", "10"]) == 0
         # broker 1's partition 1 is partition 1; broker 2's partition 2 is partition 4 of the cluster
         assert sorted(capsysbinary.readouterr().out.splitlines()) == [b"1 on-1-1", b"4 on-2-2"]
+
+
+def test_describe_cluster_names_each_groups_coordinator_from_any_broker(tmp_path: Path, zk_connect: str) -> None:
+    from rill.coordinator.placement import coordinator_for
+    from rill.v1 import coordinator_pb2 as pb
+    from rill.v1 import coordinator_pb2_grpc as pb_grpc
+
+    with ExitStack() as stack:
+        b1, b2 = two_broker_topic(stack, tmp_path, zk_connect)
+        groups = [f"g{i}" for i in range(6)]
+        with grpc.insecure_channel(b1.grpc_address) as channel:
+            stub = pb_grpc.GroupCoordinatorStub(channel)
+            for g in groups:  # CreateGroup may go to any broker: it is forwarded to the coordinator
+                assert stub.CreateGroup(pb.CreateGroupRequest(consumer_group=g, topics=["t"]), timeout=10).error_code \
+                    == pb.NONE
+        expected = {g: coordinator_for(g, [1, 2]) for g in groups}
+        assert set(expected.values()) == {1, 2}  # both brokers coordinate some of them
+        for b in (b1, b2):
+            with grpc.insecure_channel(b.grpc_address) as channel:
+                wait_for(lambda: {c.consumer_group: c.coordinator_broker_id for c in apb_grpc.AdminStub(channel)
+                                  .DescribeCluster(apb.DescribeClusterRequest(), timeout=10).coordinators
+                                  if c.consumer_group in expected} == expected,
+                         what=f"broker {b.broker_id} names every coordinator")
