@@ -90,10 +90,13 @@ def test_rill_and_kafka07_members_divide_partitions(tmp_path: Path, zk_connect: 
         stop = threading.Event()
         violations: list[str] = []
 
-        def monitor() -> None:  # never two members believing they own one partition for long
+        def monitor() -> None:
+            """Every owner node belongs to a member. Joiners are listed before they can claim and
+            leavers unlisted after their nodes are gone, so the members are read first."""
             while not stop.wait(0.02):
+                members = list(group.streams)
                 for path, (value, _) in owner_nodes(zk, "g").items():
-                    if not any(value.startswith(cid + "-") for cid in list(group.streams)):
+                    if not any(value.startswith(cid + "-") for cid in members):
                         violations.append(f"{path} held by {value}, not a member")
         watcher = threading.Thread(target=monitor, daemon=True)
         try:
