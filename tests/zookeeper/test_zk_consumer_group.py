@@ -232,3 +232,24 @@ def test_owner_held_by_a_foreign_session(tmp_path: Path, zk_connect: str, zk: Ka
             intruder.close()
             wait_for(lambda: owners(zk, "g", "t") == {"0-0": "g_c-0", "0-1": "g_c-0"}, what="the later retry")
             wait_for(lambda: len(c.assignment()) == 2, what="delivering both partitions")
+
+
+def test_a_broker_leaving_and_returning(tmp_path: Path, zk_connect: str, zk: KazooClient) -> None:
+    """A broker that stops drops out of the assignment; back (at a new port) its partitions are consumed again from the committed offsets."""
+    with zk_brokers(tmp_path, zk_connect, {"t": 2}, ids=(0,), zk=zk) as (b0,), \
+            ZkConsumer(zookeeper=zk_connect, group="g", **FAST) as consumer:
+        with zk_brokers(tmp_path, zk_connect, {"t": 2}, ids=(1,), zk=zk) as (b1,):
+            consumer.subscribe(["t"])
+            sent = produce([b0, b1], "t", 2, 3, tag="first")
+            got: list = []
+            wait_for(lambda: got.extend(consumer.poll(0.1)) or len(got) >= len(sent), what="first batch")
+            old_port = b1.port
+        wait_for(lambda: {k.broker_id for k in consumer.assignment()} == {0}, what="broker 1 dropped")
+        assert zk.exists("/consumers/g/offsets/t/1-0") is not None  # committed before it was released
+        with zk_brokers(tmp_path, zk_connect, {"t": 2}, ids=(1,), zk=zk) as (b1,):
+            assert b1.port != old_port
+            wait_for(lambda: len(consumer.assignment()) == 4, what="broker 1 back")
+            sent |= produce([b1], "t", 2, 2, tag="second")
+            wait_for(lambda: got.extend(consumer.poll(0.1)) or set(values(got)) >= sent, what="second batch")
+            consumer.poll(0.3)
+            assert sorted(values(got)) == sorted(sent)  # nothing of broker 1 delivered twice
