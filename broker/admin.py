@@ -56,6 +56,7 @@ class AdminServicer(apb_grpc.AdminServicer):
             elif leader != rq.NO_LEADER:
                 try:
                     row.start_offset, row.end_offset = self.catalog.offset_range(topic, p)
+                    row.size_bytes = row.end_offset - row.start_offset  # offsets are byte positions
                 except KeyError as exc:
                     log.warning("admin.remote_offsets_failed", topic=topic, partition=p, error=str(exc))
         return desc
