@@ -241,6 +241,10 @@ def test_group_resumes_surviving_partitions_after_coordinator_kill_9(cluster: Cl
     s = Scenario(cluster, zk, "resume-survivors")
     s.create_topic()
     s.produce({p: PER_PARTITION for p in range(PARTITIONS)})
+    with cluster.admin(1) as admin:  # other brokers' partitions described too, sizes included
+        described = admin.describe_topics([TOPIC]).topics[0].partitions
+    assert [(d.leader, d.size_bytes > 0, d.size_bytes == d.end_offset - d.start_offset) for d in described] == \
+        [(leader, True, True) for leader in cluster.metadata(1).leaders]
     s.consume_all_and_commit_half()
     assert s.consumer is not None
     try:
