@@ -72,7 +72,7 @@ def read_range(r: ByteRange, fetch_bytes: int) -> Iterator[Any]:
                         fetch_size_limit=max(fetch_bytes, 64 * 1024 * 1024)) as consumer:
         while offset < r.end:
             try:
-                messages = consumer.fetch(r.topic, r.partition, offset, min(fetch_bytes, r.end - offset))
+                messages = consumer.fetch(r.topic, r.broker_partition, offset, min(fetch_bytes, r.end - offset))
             except OffsetOutOfRange as exc:
                 raise OffsetOutOfRange(f"{r.topic}-{r.partition}: offsets [{offset}, {r.end}) are no longer in the "
                                        f"log (deleted by retention?): {exc}") from exc

@@ -37,8 +37,12 @@ TopicPartition = tuple[str, int]
 
 @dataclass(frozen=True, slots=True)
 class Leader:
+    """Where a partition lives: its broker, and its number there (in a cluster each broker
+    numbers its own partitions from 0; METADATA gives both, docs/protocol.md)."""
+
     host: str
     port: int
+    partition: int = -1  # -1: the same as the cluster-wide number
 
 
 class Cluster:
@@ -107,7 +111,8 @@ class Cluster:
                 continue
             result[t.topic] = t.partitions
             for p, broker_id in enumerate(t.leaders):
-                self._leaders[(t.topic, p)] = brokers.get(broker_id, Leader(*self._bootstrap))
+                broker = brokers.get(broker_id, Leader(*self._bootstrap))
+                self._leaders[(t.topic, p)] = Leader(broker.host, broker.port, t.broker_partition(p))
         self._partitions.update(result)
         return result
 
@@ -135,6 +140,11 @@ class Cluster:
     def leader(self, tp: TopicPartition) -> Leader:
         return self._leaders.get(tp, Leader(*self._bootstrap))
 
+    def number(self, tp: TopicPartition) -> int:
+        """The partition's number on its broker (what requests to that broker carry)."""
+        number = self.leader(tp).partition
+        return tp[1] if number < 0 else number
+
     def client_for(self, tp: TopicPartition) -> SimpleConsumer:
         """The simple consumer connected to the leader of ``tp`` (as of the last :meth:`refresh`)."""
         leader = self.leader(tp)
@@ -144,13 +154,13 @@ class Cluster:
 
     def bounds(self, tp: TopicPartition) -> tuple[int, int]:
         """(log start offset, log end offset) of ``tp``."""
-        client = self.client_for(tp)
-        return client.earliest_offset(*tp), client.latest_offset(*tp)
+        client, number = self.client_for(tp), self.number(tp)
+        return client.earliest_offset(tp[0], number), client.latest_offset(tp[0], number)
 
     def offset_at_time(self, tp: TopicPartition, time_ms: int) -> int:
         """The offset to start from so that nothing appended at or after ``time_ms`` is missed
         (precision: one time-index interval earlier at most); the log start when everything is newer."""
-        offsets = self.client_for(tp).offsets_before(tp[0], tp[1], time_ms, 1)
+        offsets = self.client_for(tp).offsets_before(tp[0], self.number(tp), time_ms, 1)
         return offsets[0] if offsets else self.bounds(tp)[0]
 
     def check_boundary(self, tp: TopicPartition, offset: int, option: str) -> None:
@@ -162,7 +172,7 @@ class Cluster:
         if offset == high:
             return
         try:
-            self.client_for(tp).fetch(tp[0], tp[1], offset, 65536)
+            self.client_for(tp).fetch(tp[0], self.number(tp), offset, 65536)
         except (InvalidOffset, OffsetOutOfRange) as exc:
             raise SourceOptionError(f"option {option!r}: offset {offset} of {tp[0]}-{tp[1]} is not the start of a "
                                     f"message (offsets are byte positions): {exc}") from None
@@ -194,7 +204,7 @@ class Cluster:
         """Message boundaries the broker knows strictly inside ``(start, end)``, ascending (maybe none)."""
         wanted = min(MAX_BOUNDARIES, max(16, (end - start) // 1024 + 16))
         try:
-            offsets = self.client_for(tp).offsets_before(tp[0], tp[1], FAR_FUTURE_MS, wanted)
+            offsets = self.client_for(tp).offsets_before(tp[0], self.number(tp), FAR_FUTURE_MS, wanted)
         except BrokerError as exc:
             log.warning("spark.boundaries_unavailable", topic=tp[0], partition=tp[1], error=str(exc))
             return []

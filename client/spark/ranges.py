@@ -26,7 +26,8 @@ __all__ = ["ByteRange", "split", "pieces_for"]
 @dataclass(frozen=True)
 class ByteRange(InputPartition):
     """Messages of ``topic``-``partition`` with ``start <= offset < end``, read from the
-    broker at ``host``:``port`` (the partition's leader). Picklable: a task gets a copy."""
+    broker at ``host``:``port`` (the partition's leader), where the partition is number
+    ``broker_partition``. Picklable: a task gets a copy."""
 
     topic: str
     partition: int
@@ -34,6 +35,7 @@ class ByteRange(InputPartition):
     end: int
     host: str
     port: int
+    broker_partition: int
 
     @property
     def size(self) -> int:
@@ -66,4 +68,5 @@ def split(whole: ByteRange, pieces: int, boundaries: Sequence[int]) -> list[Byte
             if not cuts or cut > cuts[-1]:
                 cuts.append(cut)
     edges = [whole.start, *cuts, whole.end]
-    return [ByteRange(whole.topic, whole.partition, a, b, whole.host, whole.port) for a, b in zip(edges, edges[1:])]
+    return [ByteRange(whole.topic, whole.partition, a, b, whole.host, whole.port, whole.broker_partition)
+            for a, b in zip(edges, edges[1:])]
