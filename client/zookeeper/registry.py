@@ -227,7 +227,8 @@ class RegistryView:
     def _grpc_port(self, broker_id: int) -> int:
         value = self._data(f"{RILL_BROKERS_PATH}/{broker_id}")
         if value is None:
-            self.zk.exists(f"{RILL_BROKERS_PATH}/{broker_id}", watch=self._watch)  # wake when it appears
+            if self.zk.exists(f"{RILL_BROKERS_PATH}/{broker_id}", watch=self._watch) is not None:
+                self._wake.set()  # created since the read: a watch set now would not see it appear
             return 0
         try:
             port = json.loads(value)["grpc_port"]
@@ -237,12 +238,17 @@ class RegistryView:
         return port if isinstance(port, int) else 0
 
     def _children(self, path: str) -> list[str]:
-        """Children of ``path`` with a watch; a missing path is empty and watched for creation."""
-        try:
-            return sorted(self.zk.get_children(path, watch=self._watch))
-        except NoNodeError:
-            self.zk.exists(path, watch=self._watch)
-            return []
+        """Children of ``path`` with a watch; a missing path is empty and watched for creation.
+
+        A path created between the read and the exists watch is read again: that watch
+        fires on data changes and deletion only, never for children added later.
+        """
+        while True:
+            try:
+                return sorted(self.zk.get_children(path, watch=self._watch))
+            except NoNodeError:
+                if self.zk.exists(path, watch=self._watch) is None:
+                    return []
 
     def _data(self, path: str) -> bytes | None:
         try:
