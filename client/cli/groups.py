@@ -93,6 +93,9 @@ def run_list(args: argparse.Namespace) -> int:
 def run_describe(args: argparse.Namespace) -> int:
     with AdminClient(args.grpc, args.timeout) as client:
         d = client.describe_group(args.group)
+    if d.error_code == pb.NOT_COORDINATOR and d.coordinator.grpc_port:  # in a cluster: ask the coordinator it names
+        with AdminClient(f"{d.coordinator.host}:{d.coordinator.grpc_port}", args.timeout) as client:
+            d = client.describe_group(args.group)
     if d.error_code:
         raise CliError(f"group {args.group!r}: {error_name(d.error_code)}")
     print(f"Group {d.consumer_group}: {d.state}, generation {d.generation}, strategy {d.assignment_strategy}, "
