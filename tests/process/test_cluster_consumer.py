@@ -22,6 +22,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from rill.client.admin import AdminClient
+from rill.client.cli.main import main as cli_main
 from rill.client.consumer import CommitFailed, Consumer, MemberEvicted, Message
 from rill.client.errors import RillError
 from rill.client.producer import Producer
@@ -235,7 +236,8 @@ class Scenario:
 
 
 @pytest.mark.slow
-def test_group_resumes_surviving_partitions_after_coordinator_kill_9(cluster: Cluster, zk: KazooClient) -> None:
+def test_group_resumes_surviving_partitions_after_coordinator_kill_9(cluster: Cluster, zk: KazooClient,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     """After the coordinator's kill -9, the consumer reads the survivors' partitions on from its commits, not the dead's."""
     started = time.monotonic()
     s = Scenario(cluster, zk, "resume-survivors")
@@ -248,7 +250,11 @@ def test_group_resumes_surviving_partitions_after_coordinator_kill_9(cluster: Cl
     s.consume_all_and_commit_half()
     assert s.consumer is not None
     try:
+        for i in BROKERS:  # `rill groups describe` at any broker follows it to the group's coordinator
+            assert cli_main(["groups", "describe", s.group, "--grpc", f"127.0.0.1:{cluster.procs[i].grpc_port}"]) == 0
+        described = capsys.readouterr().out
         s.kill_coordinator()
+        assert described.count(f"coordinator broker {s.coordinator}\n") == len(BROKERS), described
         after: list[Message] = []
         s.resume_on_survivors(after)
         # meanwhile the dead broker's partitions deliver nothing and still have no leader
