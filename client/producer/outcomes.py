@@ -59,9 +59,13 @@ class BatchOutcomes:
         self.acc = accumulator
         self.config = config
         self._stopping = stopping
+        self.audit: Callable[[ProducerBatch], None] | None = None
+        """Called with each batch acknowledged with offsets (rill.client.producer.audit), if set."""
 
     def complete(self, batch: ProducerBatch, first_offset: int) -> None:
         batch.first_offset = first_offset
+        if self.audit is not None and first_offset >= 0:
+            self.audit(batch)
         self._finish(batch)
 
     def fail(self, batch: ProducerBatch, error: BaseException) -> None:

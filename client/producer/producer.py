@@ -18,6 +18,7 @@ number of threads. Completion callbacks run on the send thread.
 from __future__ import annotations
 
 import atexit
+import socket
 import threading
 import time
 import weakref
@@ -27,9 +28,10 @@ from typing import Any
 
 import structlog
 
-from rill.client.config import Setting, choice, non_negative, optional_callable, positive, resolve, servers
+from rill.client.config import ConfigError, Setting, choice, non_negative, optional_callable, positive, resolve, servers
 from rill.client.errors import InvalidTopic, MessageTooLarge, WrongPartition
 from rill.client.producer.accumulator import RecordAccumulator, Unassigned, encoded_ends
+from rill.client.producer.audit import AuditEmitter, AuditLedger
 from rill.client.producer.errors import ProducerClosed, ProducerTimeout
 from rill.client.producer.future import MESSAGE_OVERHEAD, BatchResult, SendResponse
 from rill.client.producer.partitioner import partitioner_for
@@ -37,7 +39,7 @@ from rill.client.producer.metadata import MetadataUpdater, ProducerMetadata
 from rill.client.producer.sender import Sender, SenderConfig
 from rill.client.protocol import requests as rq
 from rill.client.protocol.messages import CODEC_GZIP, CODEC_NONE
-from rill.client.topics import validate_topic
+from rill.client.topics import is_valid_topic, validate_topic
 from rill.client.zookeeper.producer_metadata import ZkRegistrySource
 
 __all__ = ["Producer", "SETTINGS"]
@@ -45,6 +47,14 @@ __all__ = ["Producer", "SETTINGS"]
 log = structlog.get_logger(__name__)
 
 Serializer = Callable[[Any], Any]
+
+
+def _audit_topic(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"expected a topic name, got {value!r}")
+    if value and not is_valid_topic(value):
+        raise ValueError(f"invalid topic name {value!r}")
+    return value
 
 
 def _partitioner(value: Any) -> Any:
@@ -84,6 +94,9 @@ SETTINGS = (
             optional_callable),
     Setting("value.serializer", None, "callable turning a value into bytes (default: as for keys)",
             optional_callable),
+    Setting("audit.topic", "", "send audit events (acknowledged offsets per topic and send window) to this "
+            "topic; empty: off. Needs acks append or fsync", _audit_topic),
+    Setting("audit.window.ms", 60000, "the length of an audit send window", positive(int)),
 )
 
 _ACKS = {"none": 0, "append": int(rq.Acks.APPEND), "fsync": int(rq.Acks.FSYNC)}
@@ -146,19 +159,43 @@ class Producer:
                                                request_timeout)
             metadata = self._zookeeper.updater(lambda: self._sender.wakeup())
             bootstrap = []
+        self._audit = self._audit_emitter()
         self._sender = Sender(self._acc, ProducerMetadata(bootstrap), SenderConfig(
             acks=_ACKS[c["acks"]], codec=_CODECS[c["compression.type"]],
             max_in_flight=c["max.in.flight.requests.per.connection"], request_timeout=request_timeout,
             retries=c["retries"], retry_backoff=c["retry.backoff.ms"] / 1000,
             metadata_max_age=c["metadata.max.age.ms"] / 1000, max_request_size=c["max.request.size"],
-            client_id=self.client_id), metadata)
+            client_id=self.client_id), metadata, self._audit.ledger.record_batch if self._audit else None)
         self._sender.start()
+        if self._audit is not None:
+            self._audit.start()
         self._at_exit = _closer(weakref.ref(self), request_timeout)
         atexit.register(self._at_exit)
         log.info("producer.started", client_id=self.client_id, zookeeper=c["zookeeper.connect"] or None,
                  bootstrap=[f"{h}:{p}" for h, p in bootstrap], acks=c["acks"],
                  batch_size=c["batch.size"], linger_ms=c["linger.ms"], compression=c["compression.type"],
-                 retries=c["retries"])
+                 retries=c["retries"], audit_topic=c["audit.topic"] or None)
+
+    def _audit_emitter(self) -> AuditEmitter | None:
+        """The audit events' bookkeeping and thread when ``audit.topic`` is set (not started yet)."""
+        c = self.config
+        if not c["audit.topic"]:
+            return None
+        if c["acks"] == "none":
+            raise ConfigError("setting 'audit.topic': audit events count acknowledged messages; "
+                              "acks=none acknowledges nothing (use append or fsync)")
+        ledger = AuditLedger(c["audit.topic"], c["audit.window.ms"], monotonic=self._acc.clock)
+        return AuditEmitter(ledger, self._send_audit_event, self.client_id, socket.gethostname())
+
+    def _send_audit_event(self, topic: str, value: bytes) -> SendResponse:
+        """``send`` for the audit events: unkeyed, and still allowed while ``close`` sends the last ones."""
+        if len(value) + MESSAGE_OVERHEAD > self._max_message:
+            return self._failed(topic, 1, MessageTooLarge(f"an audit event of {len(value)} bytes is larger than "
+                                                          "max.request.size or buffer.memory"))
+        state = self._acc.topics.get(topic)
+        if state is None or state.partitions is None:
+            return self._send_unassigned(topic, [value], None, None)
+        return self._acc.append(state, state.choose(self._partitioner, None), value)
 
     # ---------------------------------------------------------------- sending
 
@@ -273,6 +310,11 @@ class Producer:
             ProducerTimeout: some were still pending after ``timeout`` seconds.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
+        self._flush_until(deadline, timeout)
+        if self._audit is not None and self._audit.emit_due():
+            self._flush_until(deadline, timeout)
+
+    def _flush_until(self, deadline: float | None, timeout: float | None) -> None:
         pending = self._acc.begin_flush()
         self._sender.wakeup()
         try:
@@ -307,8 +349,13 @@ class Producer:
         if not in_sender:
             try:
                 self.flush(timeout)
+                self._close_audit(timeout)
             except ProducerTimeout as exc:
                 log.warning("producer.close_timed_out", client_id=self.client_id, reason=str(exc))
+        elif self._audit is not None:
+            self._audit.stop()
+            log.warning("producer.audit_unsent", client_id=self.client_id, windows=self._audit.ledger.pending(),
+                        reason="closed from the send thread, which cannot wait for the events")
         self._acc.close()
         self._sender.stop(ProducerClosed("the producer was closed before these messages were acknowledged"))
         if not in_sender:
@@ -316,6 +363,14 @@ class Producer:
         if self._zookeeper is not None:
             self._zookeeper.close()
         log.info("producer.closed", client_id=self.client_id)
+
+    def _close_audit(self, timeout: float | None) -> None:
+        """Stop the audit thread, then send and flush the events of every window (the current one too)."""
+        if self._audit is None:
+            return
+        self._audit.stop()
+        if self._audit.emit_all():
+            self._flush_until(None if timeout is None else time.monotonic() + timeout, timeout)
 
     @property
     def buffered_bytes(self) -> int:

@@ -71,7 +71,8 @@ class Sender:
     """The background thread that sends the accumulator's batches (see the module doc)."""
 
     def __init__(self, accumulator: RecordAccumulator, cluster: ProducerMetadata, config: SenderConfig,
-                 metadata: Callable[..., MetadataUpdater] = MetadataUpdater) -> None:
+                 metadata: Callable[..., MetadataUpdater] = MetadataUpdater,
+                 audit: Callable[[ProducerBatch], None] | None = None) -> None:
         self.acc = accumulator
         self.cluster = cluster
         self.config = config
@@ -87,6 +88,7 @@ class Sender:
         self._changed = False  # this turn failed a connection (and maybe put batches back): look again at once
         self._metadata = metadata(accumulator, cluster, config, self._links, self._connect, self._request)
         self._outcomes = BatchOutcomes(accumulator, config, stopping=lambda: self._stop_error is not None)
+        self._outcomes.audit = audit  # each acknowledged batch, for the audit events (None: off)
         self.thread = threading.Thread(target=self._run, name=f"rill-producer-{config.client_id}", daemon=True)
         accumulator.wakeup = self.wakeup
 
