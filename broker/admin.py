@@ -129,8 +129,9 @@ class AdminServicer(apb_grpc.AdminServicer):
         """Lag in bytes, and in seconds from the time index (-1 for a partition on another broker: its index is there)."""
         try:
             start, end = self.catalog.offset_range(topic, partition)
-        except (BrokerError, KeyError):
-            return apb.PartitionLag(topic=topic, partition=partition, committed_offset=committed, owner=owner)
+        except (BrokerError, KeyError):  # gone, or its broker is not alive: the end and the lag are unknown
+            return apb.PartitionLag(topic=topic, partition=partition, committed_offset=committed, owner=owner,
+                                    end_offset=-1, lag_bytes=-1, lag_seconds=-1)
         position = max(committed if committed >= 0 else start, start)
         try:
             appended = self.catalog.append_time_ms(topic, partition, position)

@@ -128,6 +128,10 @@ class TopicReader:
             raise unknown_topic(self.topic)
         return count
 
+    def available(self, partition: int) -> bool:
+        """Whether the partition's broker is alive (as of the last metadata)."""
+        return self.metadata.leader(self.topic, partition) is not None
+
     def client(self, partition: int) -> tuple[SimpleConsumer, int]:
         """The partition's broker and its number there; CliError when that broker is not alive."""
         leader = self.metadata.leader(self.topic, partition)
@@ -174,7 +178,13 @@ def start_positions(reader: TopicReader, args: argparse.Namespace) -> dict[int, 
     count = reader.partitions()
     if args.partition is not None and args.partition >= count:
         raise CliError(f"topic {args.topic!r} has {count} partition(s): use --partition 0..{count - 1}")
-    partitions = range(count) if args.partition is None else [args.partition]
+    partitions: list[int] = list(range(count)) if args.partition is None else [args.partition]
+    if args.partition is None:
+        down = [p for p in partitions if not reader.available(p)]
+        if down and len(down) < len(partitions):
+            info(f"rill consume: skipping {len(down)} partition(s) whose broker is not alive: "
+                 + ", ".join(f"{args.topic}-{p}" for p in down))
+            partitions = [p for p in partitions if p not in down]
     if args.offset == "earliest":
         return {p: reader.earliest(p) for p in partitions}
     if args.offset == "latest":

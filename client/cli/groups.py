@@ -103,8 +103,10 @@ def run_describe(args: argparse.Namespace) -> int:
     print("TOPIC\tPARTITION\tCOMMITTED\tEND\tLAG_BYTES\tLAG_SECONDS\tOWNER")
     for p in d.partitions:
         committed = "-" if p.committed_offset < 0 else str(p.committed_offset)
-        print(f"{p.topic}\t{p.partition}\t{committed}\t{p.end_offset}\t{p.lag_bytes}\t{p.lag_seconds:.1f}\t"
-              f"{p.owner or '-'}")
+        end = "-" if p.end_offset < 0 else str(p.end_offset)  # unknown: its broker is not alive
+        lag = "-" if p.lag_bytes < 0 else str(p.lag_bytes)
+        seconds = "-" if p.lag_seconds < 0 else f"{p.lag_seconds:.1f}"  # unknown: its time index is elsewhere
+        print(f"{p.topic}\t{p.partition}\t{committed}\t{end}\t{lag}\t{seconds}\t{p.owner or '-'}")
     return 0
 
 

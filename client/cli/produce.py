@@ -12,6 +12,8 @@ from typing import BinaryIO
 from rill.client.cli.common import CliError, add_broker_arguments, info, non_negative_int, positive_int, topic_name
 from rill.client.protocol.messages import CODEC_GZIP, CODEC_NONE
 from rill.client.protocol.requests import ANY_PARTITION, Acks
+from rill.client.errors import RillError
+from rill.client.metadata import ClusterMetadata
 from rill.client.simple import SimpleProducer
 
 ACKS = {"append": Acks.APPEND, "fsync": Acks.FSYNC, "none": None}
@@ -26,7 +28,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     add_broker_arguments(p)
     p.add_argument("-t", "--topic", required=True, type=topic_name)
     p.add_argument("-p", "--partition", type=non_negative_int, default=None,
-                   help="partition to append to (default: the broker picks one per batch)")
+                   help="partition to append to (default: batches go round robin over the partitions whose "
+                        "broker is alive; a topic that does not exist yet is created by --broker, which picks)")
     p.add_argument("-f", "--file", metavar="PATH", help="read lines from this file instead of stdin")
     p.add_argument("--acks", choices=list(ACKS), default="append",
                    help="append: acknowledged once in the log (default); fsync: once on disk; "
@@ -56,7 +59,6 @@ def batches(lines: Iterable[bytes], size: int) -> Iterator[list[bytes]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    host, port = args.broker
     stream: BinaryIO
     if args.file:
         try:
@@ -67,24 +69,86 @@ def run(args: argparse.Namespace) -> int:
         stream = sys.stdin.buffer
     batch_size = 1 if stream.isatty() else args.batch_size
     acks = ACKS[args.acks]
-    partition = ANY_PARTITION if args.partition is None else args.partition
     started = time.perf_counter()
     count = size = 0
     per_partition: Counter[int] = Counter()
-    with stream, SimpleProducer(host, port, acks=acks or Acks.APPEND, codec=CODECS[args.compression],
-                                timeout=args.timeout) as producer:
+    with stream, PartitionRouter(args) as router:
         for batch in batches(read_lines(stream), batch_size):
+            producer, partition, number = router.next()
             if acks is None:
-                producer.send_async(args.topic, batch, partition)
+                producer.send_async(args.topic, batch, number)
             else:
-                ack = producer.send(args.topic, batch, partition)
-                per_partition[ack.partition] += len(batch)
+                ack = producer.send(args.topic, batch, number)
+                per_partition[partition if partition is not None else ack.partition] += len(batch)
             count += len(batch)
             size += sum(len(m) for m in batch)
-        if acks is None:
-            producer.flush()
+        router.flush()
     elapsed = time.perf_counter() - started
     where = ", ".join(f"{args.topic}-{p}: {n}" for p, n in sorted(per_partition.items())) or args.topic
     acked = "sent (unacknowledged)" if acks is None else "acknowledged"
     info(f"rill produce: {count} messages ({size} bytes) {acked} in {elapsed:.3f} s [{where}]")
     return 0
+
+
+class PartitionRouter:
+    """Where each batch goes: (producer connected to the partition's broker, the cluster-wide
+    partition or None when the broker picks, the partition's number on that broker).
+
+    Partitions are the cluster-wide numbers METADATA gives (a single broker's own); a
+    request carries the partition's number on its broker (docs/protocol.md).
+    """
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.topic: str = args.topic
+        self.producers: dict[tuple[str, int], SimpleProducer] = {}
+        self.metadata = ClusterMetadata([args.broker], timeout=args.timeout or 10.0)
+        try:
+            self.metadata.refresh([self.topic])
+        except RillError as exc:
+            raise CliError(str(exc)) from exc
+        count = self.metadata.partitions(self.topic)
+        self.targets: list[int | None]
+        if args.partition is not None:
+            if count is not None and args.partition >= count:
+                raise CliError(f"topic {self.topic!r} has {count} partition(s): use --partition 0..{count - 1}")
+            self.targets = [args.partition]
+        elif count is None:
+            self.targets = [None]  # a new topic: the --broker creates it and picks partitions
+        else:
+            self.targets = [p for p in range(count) if self.metadata.leader(self.topic, p) is not None] or [None]
+        self.turn = 0
+
+    def __enter__(self) -> PartitionRouter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for producer in self.producers.values():
+            producer.close()
+
+    def next(self) -> tuple[SimpleProducer, int | None, int]:
+        partition = self.targets[self.turn % len(self.targets)]
+        self.turn += 1
+        if partition is None:
+            return self._producer(self.args.broker), None, ANY_PARTITION
+        if self.metadata.partitions(self.topic) is None:  # a new topic: --broker creates it
+            return self._producer(self.args.broker), partition, partition
+        leader = self.metadata.leader(self.topic, partition)
+        if leader is None:
+            raise CliError(f"{self.topic}-{partition} is unavailable: its broker is not alive")
+        return (self._producer((leader.host, leader.port)), partition,
+                self.metadata.broker_partition(self.topic, partition))
+
+    def _producer(self, address: tuple[str, int]) -> SimpleProducer:
+        producer = self.producers.get(address)
+        if producer is None:
+            acks = ACKS[self.args.acks]
+            producer = self.producers[address] = SimpleProducer(
+                address[0], address[1], acks=acks or Acks.APPEND, codec=CODECS[self.args.compression],
+                timeout=self.args.timeout)
+        return producer
+
+    def flush(self) -> None:
+        if ACKS[self.args.acks] is None:
+            for producer in self.producers.values():
+                producer.flush()

@@ -167,3 +167,40 @@ def test_describe_cluster_names_each_groups_coordinator_from_any_broker(tmp_path
                                   .DescribeCluster(apb.DescribeClusterRequest(), timeout=10).coordinators
                                   if c.consumer_group in expected} == expected,
                          what=f"broker {b.broker_id} names every coordinator")
+
+
+def test_rill_produce_spreads_over_the_cluster_and_consume_skips_a_dead_broker(
+        tmp_path: Path, zk_connect: str, monkeypatch: pytest.MonkeyPatch,
+        capsysbinary: pytest.CaptureFixture[bytes]) -> None:
+    import io
+    import sys
+
+    from structlog.testing import capture_logs
+
+    from rill.client.cli.main import main
+
+    def rill(b: RunningBroker, *argv: str) -> int:
+        with capture_logs():
+            return main([*argv, "--broker", b.address, "--timeout", "10"])
+
+    with ExitStack() as stack:
+        b1, b2 = two_broker_topic(stack, tmp_path, zk_connect)
+        lines = b"".join(f"line{i}\n".encode() for i in range(10))
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(lines)))
+        assert rill(b1, "produce", "-t", "t", "--batch-size", "1") == 0
+        summary = capsysbinary.readouterr().err
+        assert all(f"t-{p}: 2" in summary.decode() for p in range(5)), summary  # round robin over all five
+        # partition 4 is broker 2's partition 2: --partition takes the cluster-wide number
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"four\n")))
+        assert rill(b1, "produce", "-t", "t", "-p", "4") == 0
+        with SimpleConsumer(b2.host, b2.port, timeout=5) as c:
+            assert [m.value for m in c.fetch("t", 2, 0)][-1] == b"four"
+        capsysbinary.readouterr()
+
+        b2.close()
+        wait_for(lambda: metadata(b1, "t").leaders[2:] == (rq.NO_LEADER,) * 3, what="broker 2 gone")
+        assert rill(b1, "consume", "-t", "t", "--format", "%p %s\\n") == 0
+        out = capsysbinary.readouterr()
+        assert sorted(out.out.splitlines()) == sorted(f"{i % 5} line{i}".encode() for i in range(10)
+                                                      if i % 5 < 2)
+        assert b"skipping 3 partition(s) whose broker is not alive: t-2, t-3, t-4" in out.err
