@@ -124,7 +124,8 @@ class GroupMembership:
                 elapsed = now - self.heartbeat.last_ack
                 self._evict(now, f"no successful heartbeat for {elapsed:.1f} s, longer than session.timeout.ms "
                                  f"({self.heartbeat.session_timeout * 1000:.0f} ms): poll() was not called often "
-                                 "enough", pb.UNKNOWN_MEMBER)
+                                 "enough, or the coordinator could not be reached (a coordinator broker that "
+                                 "died hands its groups to another)", pb.UNKNOWN_MEMBER)
         if self._evicted is not None:
             evicted, self._evicted = self._evicted, None
             self._maybe_register(now)
