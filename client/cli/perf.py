@@ -16,6 +16,8 @@
   (rill.client.cli.perf_groups).
 - ``consumer-api`` and ``e2e`` measure the poll() consumer (rill.client.cli.perf_consumer).
 - ``producer-api`` measures the Producer API, send() and send_many() (rill.client.cli.perf_producer).
+- ``commit-modes`` and ``rebalance-modes`` compare the native coordinator with ZooKeeper (0.7)
+  mode in one run (rill.client.cli.perf_modes).
 
 Figures go to stderr as text, or to stdout as one JSON object with ``--json``. Every
 report ends with the command that produced it. MB means 10^6 bytes.
@@ -50,7 +52,7 @@ MB = 1_000_000
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("perf", help="benchmarks: produce, consume, latency, crc, commits, heartbeats, rebalance, "
-                                              "consumer-api, e2e, producer-api",
+                                              "consumer-api, e2e, producer-api, commit-modes, rebalance-modes",
                               description="Benchmarks. Each prints its figures and the command that produced them.")
     kinds = p.add_subparsers(dest="benchmark", metavar="BENCHMARK", required=True)
 
@@ -101,6 +103,10 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     from rill.client.cli import perf_consumer  # it imports this module too
 
     perf_consumer.add_parsers(kinds)
+
+    from rill.client.cli import perf_modes  # it imports this module too
+
+    perf_modes.add_parsers(kinds)
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
