@@ -12,6 +12,7 @@ import sys
 import time
 from typing import Any, TextIO
 
+from rill.client.cli import spark_audit
 from rill.client.cli.common import CliError, add_broker_arguments, positive_int, topic_name, unknown_topic
 
 DEFAULT_MASTER = "local[2]"
@@ -19,7 +20,7 @@ BAR_WIDTH = 30
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = subparsers.add_parser("spark", help="Spark jobs: the offline Parquet loader",
+    p = subparsers.add_parser("spark", help="Spark jobs: the offline Parquet loader, the audit job",
                               description="Spark jobs over rill topics (local mode).")
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     load = actions.add_parser(
@@ -52,6 +53,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     bench.add_argument("--fetch-bytes", type=positive_int, default=None, metavar="BYTES",
                        help="bytes per fetch (one Arrow batch each; default 4 MiB)")
     bench.set_defaults(run=run_bench)
+    spark_audit.add_parser(actions, DEFAULT_MASTER)
 
 
 def _size(n: float) -> str:
