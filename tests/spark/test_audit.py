@@ -29,7 +29,10 @@ def produce_audited(address: str, topic: str, groups: int = 3, per_group: int = 
                    "client.id": "auditor", "linger.ms": 2}) as producer:
         for g in range(groups):
             responses = [producer.send(topic, b"m%05d" % i + b"." * 90) for i in range(per_group * g, per_group * (g + 1))]
-            sent.extend((r.partition or 0, r.get_offset(10)) for r in responses)
+            for r in responses:
+                offset = r.get_offset(10)  # first: the partition may be known only then
+                assert r.partition is not None
+                sent.append((r.partition, offset))
             time.sleep(WINDOW_MS / 1000)
     return sent
 
