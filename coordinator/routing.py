@@ -158,6 +158,10 @@ def list_groups(router: Router, peers: Peers, local: Callable[[pb.ListGroupsRequ
     response = pb.ListGroupsResponse(client_id=request.client_id, error_code=pb.NONE)
     for name in names:
         info = infos.get(name) or pb.GroupInfo(group_name=name, error_code=pb.GROUP_NOT_FOUND)
+        if not info.HasField("controller_broker"):  # a group that does not exist yet: where it would live
+            target = router.coordinator(name)
+            if target is not None:
+                info.controller_broker.CopyFrom(target)
         response.groups_info.append(info)
         if info.error_code != pb.NONE and response.error_code == pb.NONE:
             response.error_code = info.error_code

@@ -94,6 +94,19 @@ def test_every_broker_names_the_same_coordinator(tmp_path: Path, zk_connect: str
                      what="every broker to list every group with its coordinator")
 
 
+def test_list_groups_names_where_a_new_group_would_live(tmp_path: Path, zk_connect: str) -> None:
+    """A group that does not exist yet is GROUP_NOT_FOUND with the broker that would coordinate it, from any broker."""
+    with cluster(tmp_path, zk_connect, [1, 2]) as brokers, ExitStack() as stack:
+        names = [f"not-yet-{i}" for i in range(6)]
+        expected = {g: coordinator_for(g, brokers) for g in names}
+        assert set(expected.values()) == {1, 2}
+        for b in brokers.values():
+            listing = stub(b, stack).ListGroups(pb.ListGroupsRequest(consumer_groups=names))
+            assert {i.group_name: (i.error_code, i.controller_broker.broker_id, i.controller_broker.grpc_port)
+                    for i in listing.groups_info} == {
+                g: (pb.GROUP_NOT_FOUND, expected[g], brokers[expected[g]].grpc_port) for g in names}
+
+
 def test_non_coordinators_answer_not_coordinator(tmp_path: Path, zk_connect: str) -> None:
     """Every group RPC (and Admin DescribeGroup) at a broker that does not coordinate the group is NOT_COORDINATOR."""
     with cluster(tmp_path, zk_connect, [1, 2]) as brokers, ExitStack() as stack:
