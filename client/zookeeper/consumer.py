@@ -266,26 +266,35 @@ class ZkConsumer:
         """Stop, commit (auto commit), release our owner nodes, delete our ids node, end the session.
 
         Idempotent. ZooKeeper errors are logged: ending the session removes every
-        ephemeral node anyway.
+        ephemeral node anyway. While ZooKeeper is unreachable nothing is committed
+        (logged as ``zookeeper_consumer.closed_without_zookeeper``) and close does not wait for it.
         """
         if self._closed:
             return
         self._closed = True
         rebalancer = self._rebalancer
         if rebalancer is not None:
-            rebalancer.stop()
-            try:
-                rebalancer.release_all()
-                self._group.unregister()
-            except ZK_ERRORS as exc:
-                self.log.warning("zookeeper_consumer.close_error", error=repr(exc))
+            if self.zk.connected and rebalancer.stop(wait_s=30):
+                try:
+                    rebalancer.release_all()
+                    self._group.unregister()
+                except ZK_ERRORS as exc:
+                    self.log.warning("zookeeper_consumer.close_error", error=repr(exc))
+            else:
+                rebalancer.abandon()
+                self.log.warning("zookeeper_consumer.closed_without_zookeeper",
+                                 note="offsets since the last commit are not committed; our nodes vanish "
+                                      "with the session")
         if self._buffers is not None:
             self._buffers.close()
-        self.registry.close()
         try:
-            self.zk.stop()
+            self.zk.stop()  # fails any call still waiting for the connection
         finally:
             self.zk.close()
+        self.registry.close()
+        if rebalancer is not None:
+            rebalancer.stop(wait_s=10)
+            rebalancer.fetchers.stop()
         self.log.info("zookeeper_consumer.closed")
 
     def __enter__(self) -> ZkConsumer:

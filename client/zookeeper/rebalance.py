@@ -102,14 +102,27 @@ class Rebalancer:
         self._due = time.monotonic()
         self._wake.set()
 
-    def stop(self) -> None:
-        """End the thread (the caller then releases everything)."""
+    def stop(self, wait_s: float) -> bool:
+        """Ask the thread to end and wait up to ``wait_s`` for it; True when it has ended.
+
+        The caller then releases everything. The thread can be stuck in a ZooKeeper
+        call while the connection is down: such calls return when the client is stopped.
+        """
         self._closing.set()
         self._wake.set()
         self.zk.remove_listener(self._on_state)
-        if self._thread.is_alive() and self._thread is not threading.current_thread():
-            self._thread.join(timeout=60)
         self.first_round.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout=wait_s)
+        return not self._thread.is_alive()
+
+    def abandon(self) -> None:
+        """Close without ZooKeeper: stop delivering and fetching, commit nothing.
+
+        Our owner and ids nodes vanish when the session ends.
+        """
+        self.buffers.revoke()
+        self.fetchers.signal_stop()
 
     def commit(self) -> int:
         """Write the consumed offsets that changed since the last commit; returns how many."""

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 import structlog
-from kazoo.client import KazooClient
+from kazoo.client import KazooClient, KazooState
 
 from rill.client.simple import SimpleProducer
 from rill.client.zookeeper import ZkConsumer
+from tests.zk import ZkServer
 from tests.zookeeper.kafka07_reference import reference_split
 from tests.zookeeper.test_broker_registration import expire_session, wait_for
 from tests.zookeeper.zk_consumer_support import FAST, PollLoop, owner_nodes, owners, produce, values, zk_brokers
@@ -253,3 +254,40 @@ def test_a_broker_leaving_and_returning(tmp_path: Path, zk_connect: str, zk: Kaz
             wait_for(lambda: got.extend(consumer.poll(0.1)) or set(values(got)) >= sent, what="second batch")
             consumer.poll(0.3)
             assert sorted(values(got)) == sorted(sent)  # nothing of broker 1 delivered twice
+
+
+@pytest.mark.slow
+def test_delivery_pauses_while_zookeeper_is_unreachable(tmp_path: Path) -> None:
+    """While the ZooKeeper connection is down (ownership uncertain) nothing is delivered, delivery resumes once it is back, and close() does not hang on it."""
+    with ZkServer(tmp_path / "zk") as server, \
+            zk_brokers(tmp_path, server.address, {"t": 1}, ids=(0,)) as (broker,), \
+            ZkConsumer(zookeeper=server.address, group="g", **{**FAST, "zk_sessiontimeout_ms": 10_000}) as consumer:
+        consumer.subscribe(["t"])
+        wait_for(lambda: len(consumer.assignment()) == 1, what="the partition")
+        sent = produce([broker], "t", 1, 3, tag="before")
+        got: list = []
+        wait_for(lambda: got.extend(consumer.poll(0.1)) or len(got) == 3, what="first batch")
+        server.stop()
+        try:
+            wait_for(lambda: consumer.zk.state == KazooState.SUSPENDED, what="the connection loss")
+            later = produce([broker], "t", 1, 3, tag="during")
+            assert consumer.poll(0.5) == []
+        finally:  # (the broker's close waits for ZooKeeper)
+            server.start()
+            server.wait_ready()
+        # the session usually resumes; a restarted server may also expire it (then: re-register, rebalance)
+        wait_for(lambda: consumer.zk.state == KazooState.CONNECTED, timeout=15, what="reconnection")
+        wait_for(lambda: got.extend(consumer.poll(0.1)) or set(values(got)) == sent | later, timeout=15,
+                 what="delivery resumed")
+        assert set(values(got)) == sent | later
+        server.stop()  # close() does not wait for an unreachable ZooKeeper
+        try:
+            wait_for(lambda: consumer.zk.state == KazooState.SUSPENDED, what="the connection loss")
+            with structlog.testing.capture_logs() as logs:
+                started = time.monotonic()
+                consumer.close()
+                assert time.monotonic() - started < 5
+            assert "zookeeper_consumer.closed_without_zookeeper" in [e["event"] for e in logs]
+        finally:
+            server.start()
+            server.wait_ready()
