@@ -35,6 +35,7 @@ def test_filter_values_round_trip() -> None:
 
 @pytest.mark.parametrize("value", [b"[1, 2]", b"not json", b'{"t": 0}', b'{"t": true}', b'{"t": "x"}'])
 def test_bad_values_are_refused(value: bytes) -> None:
+    """A registration that is neither a filter nor a JSON map of positive counts is refused."""
     with pytest.raises(ValueError):
         decode_subscription(value)
 
@@ -49,6 +50,7 @@ def test_filters_match_whole_names_like_java_matches() -> None:
 
 
 def test_ids() -> None:
+    """Consumer ids are <group>_<host>-<ms>-<hex> (or <group>_<consumerid>); thread ids add -<i>."""
     assert consumer_id("g", "host", 1324306324402, "abcd1234") == "g_host-1324306324402-abcd1234"
     assert consumer_id("g", "host", 1, given="59a1bce1") == "g_59a1bce1"
     assert thread_ids("g_c", 2) == ["g_c-0", "g_c-1"]
@@ -96,6 +98,7 @@ def test_filter_members_count_for_the_topics_they_allow() -> None:
 
 
 def test_a_topic_nobody_lists_yet_gives_nothing() -> None:
+    """A subscribed topic no broker lists yet gives no partitions (and still counts as an input)."""
     members = {"g_a": StaticSubscription({"later": 1})}
     plan = group_assignment("g_a", members, {})
     assert plan.owned == {} and plan.inputs == {"later": (("g_a-0",), ())}

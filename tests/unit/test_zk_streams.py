@@ -29,6 +29,7 @@ def never() -> bool:
 
 
 def test_take_advances_the_consumed_offset() -> None:
+    """Taking records moves the partition's consumed offset to the last record's next offset."""
     buffers = StreamBuffers(2, 10)
     gen = owning(buffers, P0, P1)
     assert buffers.put(Chunk(gen, P0, records(P0, 0, 3)), never)
@@ -53,6 +54,7 @@ def test_nothing_is_delivered_after_revoke() -> None:
 
 
 def test_a_lost_session_voids_an_assignment_computed_before_it() -> None:
+    """An assignment computed before a session loss is refused: its claims died with the session."""
     buffers = StreamBuffers(1, 10)
     epoch = buffers.epoch
     buffers.lose()
@@ -61,6 +63,7 @@ def test_a_lost_session_voids_an_assignment_computed_before_it() -> None:
 
 
 def test_paused_delivery_holds_records_until_resumed() -> None:
+    """While paused nothing is delivered; resumed, the buffered records are."""
     buffers = StreamBuffers(1, 10)
     gen = owning(buffers, P0)
     buffers.put(Chunk(gen, P0, records(P0, 0, 2)), never)
@@ -71,6 +74,7 @@ def test_paused_delivery_holds_records_until_resumed() -> None:
 
 
 def test_a_full_stream_blocks_its_fetcher_until_read_or_revoked() -> None:
+    """A fetcher waits while its stream is full, and gives up when the generation is revoked."""
     buffers = StreamBuffers(1, 1)
     gen = owning(buffers, P0)
     assert buffers.put(Chunk(gen, P0, records(P0, 0, 1)), never)
@@ -85,6 +89,7 @@ def test_a_full_stream_blocks_its_fetcher_until_read_or_revoked() -> None:
 
 
 def test_errors_are_raised_once_and_close_ends_waits() -> None:
+    """A reported fetch error is raised by one take; close() wakes a blocked stream reader."""
     buffers = StreamBuffers(1, 10)
     buffers.fail(ValueError("corrupt"))
     with pytest.raises(ValueError):
@@ -98,6 +103,7 @@ def test_errors_are_raised_once_and_close_ends_waits() -> None:
 
 
 def test_polling_every_stream_does_not_starve_any() -> None:
+    """Takes from every stream start one stream further each time."""
     buffers = StreamBuffers(2, 10)
     gen = owning(buffers, P0, P1)
     for i in range(3):
