@@ -40,7 +40,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 import structlog
-from kazoo.client import KazooClient
+from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError
 
 from rill.broker.group_checkpoints import CheckpointStore
@@ -163,19 +163,50 @@ class GroupPlacement:
         self._stop.set()
         self._wake.set()
         if self._thread is not None:
-            self._thread.join(timeout=30)
+            self._thread.join(timeout=self.handover_timeout_s)  # it may be waiting on an unreachable ZooKeeper
         if self.store is None:
             return
         names = self.groups.group_names()
         for name in names:
             with self.groups.group_locks.hold(name):  # calls in flight finish first
                 pass
-        try:
-            released = self._write_released(names)
-        except KazooException as exc:
-            log.error("group.release_failed", groups=len(names), error=repr(exc))
+        released = self._release_all_bounded(names)
+        if released is None:
             return
         log.info("group.placement_closed", broker_id=self.me.broker_id, released=released)
+
+    def _release_all_bounded(self, names: list[str]) -> int | None:
+        """The final released checkpoints, within ``zookeeper.session.timeout.ms``; None when not written.
+
+        A broker must stop even when ZooKeeper is unreachable: kazoo would queue the
+        writes until it reconnects, so they run on a thread that this waits for with a
+        deadline (ending the session afterwards fails them). Unwritten, the groups'
+        successors start from the last periodic checkpoint (the documented window).
+        """
+        assert self.store is not None
+        if self.store.zk.state != KazooState.CONNECTED:
+            log.error("group.release_skipped", reason="not connected to ZooKeeper", groups=len(names))
+            return None
+        outcome: list[int | BaseException] = []
+        done = threading.Event()
+
+        def release() -> None:
+            try:
+                outcome.append(self._write_released(names))
+            except Exception as exc:  # reported below, on the closing thread
+                outcome.append(exc)
+            finally:
+                done.set()
+
+        threading.Thread(target=release, name="rill-group-release", daemon=True).start()
+        if not done.wait(self.handover_timeout_s):
+            log.error("group.release_timed_out", groups=len(names), timeout_s=self.handover_timeout_s)
+            return None
+        result = outcome[0]
+        if isinstance(result, BaseException):
+            log.error("group.release_failed", groups=len(names), error=repr(result))
+            return None
+        return result
 
     # ------------------------------------------------------------------ worker
 

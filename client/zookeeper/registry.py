@@ -154,7 +154,8 @@ class RegistryView:
         self._wake.set()
         self.zk.remove_listener(self._on_state)
         if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=10)
+            # a read blocked on an unreachable ZooKeeper ends when the session is closed next
+            self._thread.join(timeout=1.0)
 
     # -- refresher -------------------------------------------------------------------------
 

@@ -174,3 +174,32 @@ def test_graceful_move_keeps_every_commit(tmp_path: Path, zk_connect: str, zk: K
             assert [(o.topic, o.partition, o.offset) for o in fetched.offsets] == [("t", 0, end)]
         cp = checkpoint.decode(zk.get(f"/rill/groups/{g}")[0])
         assert cp.writer.broker_id == successor and not cp.released  # the successor's claim
+
+
+@pytest.mark.slow
+def test_broker_stops_promptly_while_zookeeper_is_unreachable(tmp_path: Path) -> None:
+    """A broker coordinating groups must stop even when ZooKeeper is gone: the final checkpoint is skipped, logged."""
+    import time
+
+    from structlog.testing import capture_logs
+
+    from tests.zk import ZkServer
+    from tests.zookeeper.test_broker_registration import zk_broker as start
+
+    with ZkServer(tmp_path / "zk") as server:
+        with capture_logs() as logs:
+            with start(tmp_path, server.address, broker_id=1, zookeeper_session_timeout_ms=4000,
+                       offsets_checkpoint_interval_ms=INTERVAL_MS) as b:
+                wait_for(lambda: b.broker.registry is not None and 1 in b.broker.registry.snapshot.brokers,
+                         what="registered")
+                with grpc.insecure_channel(b.grpc_address) as channel:
+                    created = pb_grpc.GroupCoordinatorStub(channel).CreateGroup(  # type: ignore[no-untyped-call]
+                        pb.CreateGroupRequest(consumer_group="g", session_timeout=10_000), timeout=10)
+                    assert created.error_code == pb.NONE
+                server.stop()
+                started = time.monotonic()
+                b.close()
+                assert time.monotonic() - started < 8
+        events = [e["event"] for e in logs]
+        assert "group.release_skipped" in events or "group.release_timed_out" in events, events
+        assert "broker.stopped" in events
