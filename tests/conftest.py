@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kazoo.client import KazooClient
 
 from rill.broker.testing import RunningBroker, running_broker
 from tests.zk import ZkEnsemble, ZkNode, ZkServer
@@ -106,6 +107,16 @@ def zk_connect(request: pytest.FixtureRequest, zk_server: ZkServer) -> Iterator[
     finally:
         root.stop()
         root.close()
+
+
+@pytest.fixture
+def zk(zk_connect: str) -> Iterator[KazooClient]:
+    """A kazoo client in this test's chroot (``zk_connect``), started, and stopped after the test."""
+    client = KazooClient(hosts=zk_connect, timeout=10)
+    client.start(timeout=10)
+    yield client
+    client.stop()
+    client.close()
 
 
 @pytest.fixture

@@ -114,15 +114,6 @@ def cluster(tmp_path: Path, zk_connect: str) -> Iterator[Cluster]:
         c.stop()
 
 
-@pytest.fixture
-def zk(zk_connect: str) -> Iterator[KazooClient]:
-    client = KazooClient(hosts=zk_connect, timeout=10)
-    client.start(timeout=10)
-    yield client
-    client.stop()
-    client.close()
-
-
 def new_consumer(cluster: Cluster, group: str) -> Consumer:
     return Consumer(bootstrap_servers=cluster.bootstrap(), group_id=group, enable_auto_commit=False,
                     auto_offset_reset="earliest", session_timeout_ms=CONSUMER_SESSION_MS, heartbeat_interval_ms=300,

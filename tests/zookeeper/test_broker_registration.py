@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
 
@@ -22,15 +22,6 @@ from rill.v1 import admin_pb2_grpc as apb_grpc
 from rill.v1 import coordinator_pb2 as pb
 from rill.v1 import coordinator_pb2_grpc as pb_grpc
 from tests.conftest import RawClient
-
-
-@pytest.fixture
-def zk(zk_connect: str) -> Iterator[KazooClient]:
-    client = KazooClient(hosts=zk_connect, timeout=10)
-    client.start(timeout=10)
-    yield client
-    client.stop()
-    client.close()
 
 
 def wait_for(check: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -25,15 +24,6 @@ from rill.client.simple import SimpleConsumer
 from rill.v1 import admin_pb2 as apb
 from rill.v1 import admin_pb2_grpc as apb_grpc
 from tests.zookeeper.test_broker_registration import wait_for, zk_broker
-
-
-@pytest.fixture
-def zk(zk_connect: str) -> Iterator[KazooClient]:
-    client = KazooClient(hosts=zk_connect, timeout=10)
-    client.start(timeout=10)
-    yield client
-    client.stop()
-    client.close()
 
 
 def metadata(b: RunningBroker, topic: str) -> rq.TopicMetadata:

@@ -27,15 +27,6 @@ INTERVAL_MS = 200
 GROUPS = [f"group-{i}" for i in range(8)]
 
 
-@pytest.fixture
-def zk(zk_connect: str) -> Iterator[KazooClient]:
-    client = KazooClient(hosts=zk_connect, timeout=10)
-    client.start(timeout=10)
-    yield client
-    client.stop()
-    client.close()
-
-
 def produce(b: RunningBroker, topic: str, partition: int, payloads: list[bytes]) -> int:
     """Produce with an acknowledgement; the offset after the last message."""
     raw = RawClient(b.host, b.port)
@@ -193,9 +184,11 @@ def test_broker_stops_promptly_while_zookeeper_is_unreachable(tmp_path: Path) ->
                 wait_for(lambda: b.broker.registry is not None and 1 in b.broker.registry.snapshot.brokers,
                          what="registered")
                 with grpc.insecure_channel(b.grpc_address) as channel:
-                    created = pb_grpc.GroupCoordinatorStub(channel).CreateGroup(  # type: ignore[no-untyped-call]
-                        pb.CreateGroupRequest(consumer_group="g", session_timeout=10_000), timeout=10)
-                    assert created.error_code == pb.NONE
+                    coordinator = pb_grpc.GroupCoordinatorStub(channel)  # type: ignore[no-untyped-call]
+                    request = pb.CreateGroupRequest(consumer_group="g", session_timeout=10_000)
+                    # NOT_COORDINATOR until the broker has applied a placement that includes itself
+                    wait_for(lambda: coordinator.CreateGroup(request, timeout=10).error_code == pb.NONE,
+                             what="the group created here")
                 server.stop()
                 started = time.monotonic()
                 b.close()

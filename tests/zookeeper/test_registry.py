@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,15 +10,6 @@ from kazoo.client import KazooClient
 from rill.client.zookeeper.registry import (ClusterSnapshot, RegistryView, parse_broker, parse_partition_name,
                                             partition_name)
 from tests.zookeeper.test_broker_registration import wait_for, zk_broker
-
-
-@pytest.fixture
-def zk(zk_connect: str) -> Iterator[KazooClient]:
-    client = KazooClient(hosts=zk_connect, timeout=10)
-    client.start(timeout=10)
-    yield client
-    client.stop()
-    client.close()
 
 
 def test_parse_broker_value_as_seed_004_says() -> None:

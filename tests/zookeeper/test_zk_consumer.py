@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -19,15 +18,6 @@ from tests.zookeeper.zk_consumer_support import FAST, owners, produce, values, z
 
 SEED_004_IDS = ["59a1bce1-2b1d-11e1-9aff-040ccee02800", "95eb94bd-2b1d-11e1-8e73-040ccee02800",
                 "bb451045-2b1d-11e1-b742-040ccee02800"]
-
-
-@pytest.fixture
-def zk(zk_connect: str) -> Iterator[KazooClient]:
-    client = KazooClient(hosts=zk_connect, timeout=10)
-    client.start(timeout=10)
-    yield client
-    client.stop()
-    client.close()
 
 
 def test_seed_004_example_assignment(tmp_path: Path, zk_connect: str, zk: KazooClient) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import collections
 import threading
 import time
-from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -20,15 +19,6 @@ from tests.zk import ZkServer
 from tests.zookeeper.kafka07_reference import reference_split
 from tests.zookeeper.test_broker_registration import expire_session, wait_for
 from tests.zookeeper.zk_consumer_support import FAST, PollLoop, owner_nodes, owners, produce, values, zk_brokers
-
-
-@pytest.fixture
-def zk(zk_connect: str) -> Iterator[KazooClient]:
-    client = KazooClient(hosts=zk_connect, timeout=10)
-    client.start(timeout=10)
-    yield client
-    client.stop()
-    client.close()
 
 
 class OwnerMonitor:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,15 +14,6 @@ from tests.zookeeper.test_broker_registration import wait_for
 from tests.zookeeper.zk_consumer_support import FAST, owner_nodes, owners, zk_brokers
 
 PARTS = sorted([f"0-{p}" for p in range(5)] + [f"1-{p}" for p in range(4)])  # 9: an uneven split
-
-
-@pytest.fixture
-def zk(zk_connect: str) -> Iterator[KazooClient]:
-    client = KazooClient(hosts=zk_connect, timeout=10)
-    client.start(timeout=10)
-    yield client
-    client.stop()
-    client.close()
 
 
 class Group:
