@@ -139,7 +139,14 @@ class AioGroupCoordinatorServicer(pb_grpc.GroupCoordinatorServicer):
         wait = DEFAULT_WAIT_S if remaining is None else remaining - (time.monotonic() - started)
         response = await wait_for_join(pending, wait)
         if response is None:
-            await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "the rebalance did not complete before the deadline")
+            try:
+                await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED,
+                                    "the rebalance did not complete before the deadline")
+            except grpc.aio.AbortError:
+                raise
+            except Exception as exc:  # the call already ended at the client's deadline: nobody to tell
+                log.debug("coordinator.abort_after_deadline", error=repr(exc))
+                raise grpc.aio.AbortError("the call ended at its deadline") from exc
             raise RuntimeError("context.abort returned")  # it raises; this keeps the type checker informed
         return response
 

@@ -88,8 +88,8 @@ def logged_call(method: str, request_id: str | None, slow_ms: float,
         yield
     except expected:
         raise
-    except Exception:
-        log.exception("rpc.failed")
+    except Exception as exc:
+        log.exception("rpc.failed", error=repr(exc))
         raise
     finally:
         elapsed_ms = (time.monotonic() - started) * 1000
