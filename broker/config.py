@@ -44,6 +44,8 @@ KEYS: tuple[Key, ...] = (
     Key("log.retention.bytes", int, -1, "Delete the oldest segments while a partition is larger; -1: no limit."),
     Key("log.retention.check.interval.ms", int, 300_000, "How often retention runs."),
     Key("log.index.interval.bytes", int, 4096, "Bytes between entries of the sparse offset/time index."),
+    Key("log.index.interval.ms", int, 1000, "An append this long after the last index entry gets its own entry: "
+        "append times (Spark's timestamp column, startingTimestamp, lag seconds) are precise to this."),
     Key("log.recovery.truncate.corrupt", bool, False,
         "Open a partition with corruption in the middle by cutting it there (the cut bytes are kept aside)."),
     Key("message.max.bytes", int, 1_000_000, "Largest message payload accepted."),
@@ -167,6 +169,7 @@ class BrokerConfig:
                 retention_bytes=v["log.retention.bytes"],
                 max_message_bytes=v["message.max.bytes"],
                 index_interval_bytes=v["log.index.interval.bytes"],
+                index_interval_ms=v["log.index.interval.ms"],
                 retention_check_interval_ms=v["log.retention.check.interval.ms"],
             )
         except (TypeError, ValueError) as exc:

@@ -26,6 +26,7 @@ from rill.client.topics import validate_topic
 log = structlog.get_logger(__name__)
 
 MAX_PARTITIONS = 10_000  # CREATE_TOPIC on the data plane: stricter than LogManager's own bound (100 000)
+MAX_TIME_ENTRIES = 65_536  # TIME_INDEX: entries in one answer at most (1 MiB)
 
 
 class RequestHandlers:
@@ -51,6 +52,7 @@ class RequestHandlers:
             rq.RequestType.FETCH_WAIT: self.fetch_wait,
             rq.RequestType.METADATA: self.metadata,
             rq.RequestType.CREATE_TOPIC: self.create_topic,
+            rq.RequestType.TIME_INDEX: self.time_index,
         }
 
     def __call__(self, conn: Connection, body: memoryview) -> Slot | None:
@@ -163,6 +165,17 @@ class RequestHandlers:
         except BrokerError as exc:
             return Slot([rq.encode_offsets_response(int(exc.code), [])])
         return Slot([rq.encode_offsets_response(0, offsets)])
+
+    def time_index(self, conn: Connection, req: rq.TimeIndexRequest) -> Slot:
+        try:
+            validate_topic(req.topic)
+            if req.max_entries < 0:
+                raise InvalidRequest(f"max entries {req.max_entries} is negative")
+            partition_log = self.logs.get(req.topic, req.partition)
+            entries = partition_log.time_entries(req.offset, min(req.max_entries, MAX_TIME_ENTRIES))
+        except BrokerError as exc:
+            return Slot([rq.encode_time_index_response(int(exc.code), [])])
+        return Slot([rq.encode_time_index_response(0, entries)])
 
     def metadata(self, conn: Connection, req: rq.MetadataRequest) -> Slot:
         names = req.topics or self.cluster.topic_names()

@@ -265,6 +265,20 @@ class SimpleConsumer(_Client):
         _check(error, f"offsets of {topic}-{partition}")
         return offsets
 
+    def time_index(self, topic: str, partition: int, offset: int, max_entries: int = 8192) -> list[tuple[int, int]]:
+        """TIME_INDEX (rill): the partition's index entries ``(offset, append time ms)``,
+        ascending, from the one at or before ``offset``; at most ``max_entries`` (the
+        broker caps an answer at 65,536). A message was appended at the time of the last
+        entry at or before it, to within ``log.index.interval.ms`` (docs/protocol.md).
+
+        Raises:
+            BrokerError: the broker's error (OffsetOutOfRange, UnknownTopic, WrongPartition ...).
+        """
+        body = self._request(rq.encode_time_index(topic, partition, offset, max_entries), retry=True)
+        error, entries = rq.decode_time_index_response(body)
+        _check(error, f"time index of {topic}-{partition}")
+        return entries
+
     def earliest_offset(self, topic: str, partition: int) -> int:
         """The first offset still in the log (0 when the broker returns none, as for an unknown topic)."""
         offsets = self.offsets_before(topic, partition, rq.EARLIEST_TIME, 1)

@@ -5,6 +5,7 @@ Modules, one concept each::
     config.py     LogConfig: sizes, intervals, retention
     files.py      names and paths (partition dirs, segments, side files, markers)
     index.py      SegmentIndex: sparse boundaries + append times per segment
+    times.py      append-time lookups over the indexes: OFFSETS, TIME_INDEX, lag times
     segment.py    Segment: one .log file and its index
     segments.py   SegmentList: the immutable (copy-on-write) list of a log's segments
     waiters.py    FlushWaiters: callbacks waiting for an offset to be fsynced
@@ -22,7 +23,8 @@ from __future__ import annotations
 
 from rill.broker.log.config import LogConfig
 from rill.broker.log.flusher import Flusher
-from rill.broker.log.log import EARLIEST_TIME, LATEST_TIME, AppendInfo, FileSlice, Log
+from rill.broker.log.log import AppendInfo, FileSlice, Log
+from rill.broker.log.times import EARLIEST_TIME, LATEST_TIME
 from rill.broker.log.manager import LogManager
 from rill.broker.log.recovery import CorruptLogError, RecoveryReport
 

@@ -46,6 +46,8 @@ class LogConfig:
     """message.max.bytes: the largest payload; a length field may be this plus 6."""
     index_interval_bytes: int = 4096
     """log.index.interval.bytes: bytes between two entries of a segment's sparse index."""
+    index_interval_ms: int = 1000
+    """log.index.interval.ms: an append this long after the last index entry gets an entry of its own."""
     retention_check_interval_ms: int = 300_000
     """log.retention.check.interval.ms: how often the background thread applies retention."""
     recovery_point_interval_ms: int = 60_000
@@ -63,6 +65,7 @@ class LogConfig:
         _check_range("max_message_bytes", self.max_message_bytes, 0,
                      MAX_SEGMENT_BYTES - 4 - MESSAGE_HEADER_BYTES)
         _check_range("index_interval_bytes", self.index_interval_bytes, 1, MAX_SEGMENT_BYTES)
+        _check_range("index_interval_ms", self.index_interval_ms, 0, 2**63 - 1)
         _check_range("retention_check_interval_ms", self.retention_check_interval_ms, 1, 2**63 - 1)
         _check_range("recovery_point_interval_ms", self.recovery_point_interval_ms, 0, 2**63 - 1)
 

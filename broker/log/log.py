@@ -6,7 +6,7 @@ finds its segment with one binary search over the base offsets (segments.py).
 
 Thread-safety contract:
 
-* :meth:`Log.append`, :meth:`Log.read`, :meth:`Log.offsets_before` and
+* :meth:`Log.append`, :meth:`Log.read`, the append-time lookups (times.py) and
   :meth:`Log.when_flushed` are called from one thread (the broker's event loop).
 * :meth:`Log.flush` and retention (:meth:`Log.delete_oldest_segments`) run on a
   background thread. Readers never block on them: the segment list is an immutable
@@ -33,18 +33,17 @@ from typing import Any, NamedTuple
 
 import structlog
 
-from rill.broker.log import files
+from rill.broker.log import files, times
 from rill.broker.log.config import MAX_SEGMENT_BYTES, Clock, LogConfig
 from rill.broker.log.recovery import RecoveryReport, open_segments
 from rill.broker.log.segment import Segment, SegmentFile
 from rill.broker.log.segments import SegmentList
+from rill.broker.log.times import EARLIEST_TIME, LATEST_TIME
 from rill.broker.log.waiters import Callback, ErrorCallback, FlushWaiters
 from rill.client.errors import (InvalidFetchSize, InvalidMessage, InvalidOffset, MessageTooLarge,
                                 OffsetOutOfRange, StorageError)
 from rill.client.protocol.messages import SCAN_ERROR_NAMES, SCAN_TOO_LARGE, scan
 
-LATEST_TIME = -1  # OFFSETS request: the log end
-EARLIEST_TIME = -2  # OFFSETS request: the log start
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +101,7 @@ class Log:
         self._flush_lock = threading.Lock()
         self._max_message_size = config.max_message_size
         self._index_interval = config.index_interval_bytes
+        self._index_interval_ms = config.index_interval_ms
         self.flush_signal: Callable[[], object] | None = None
         """Called (from the appending thread) when unflushed messages reach the flush interval."""
 
@@ -193,10 +193,15 @@ class Log:
         result = scan(message_set, self._max_message_size, self._index_interval, next_mark)
         if result.error or result.valid_bytes != size:
             raise self._refusal(result.error, result.valid_bytes, size)
+        marks = result.marks
+        last_entry_ms = segment.index.last_time_ms
+        if (not roll and last_entry_ms is not None and now_ms - last_entry_ms >= self._index_interval_ms
+                and (not marks or marks[0] != 0)):
+            marks = [0, *marks]  # an entry per interval of time too: append times stay precise
         try:
             if roll:
                 segment = self._roll(now_ms)
-            segment.append(message_set, result.marks, now_ms)
+            segment.append(message_set, marks, now_ms)
         except OSError as exc:
             self._fail(exc, "write")
             raise StorageError(f"{self.topic}-{self.partition}: write failed: {exc}") from exc
@@ -285,48 +290,19 @@ class Log:
             raise InvalidOffset(f"{self.topic}-{self.partition}: offset {offset} is not a message boundary")
         return FileSlice(segment.file, offset - segment.base_offset, 0, offset, offset)
 
+    # -- append times (times.py) ------------------------------------------------------------
+
     def append_time_ms(self, offset: int) -> int | None:
-        """When the message at ``offset`` was appended, to one index interval (ms since the epoch).
-
-        The time of the indexed boundary at or before it, so never later than the real
-        time. None at or past the log end, or before the log start.
-        """
-        view = self._view
-        if offset >= self._end_offset or offset < view.start_offset:
-            return None
-        segment = view.find(offset)
-        return segment.index.time_at(offset - segment.base_offset)
-
-    # -- offsets before a time ---------------------------------------------------------------
+        """When the message at ``offset`` was appended (ms), see :func:`times.append_time_ms`."""
+        return times.append_time_ms(self._view, self._end_offset, offset)
 
     def offsets_before(self, time_ms: int, max_number: int) -> list[int]:
-        """Offsets of messages appended before ``time_ms``, newest first, at most ``max_number``.
+        """Offsets appended before ``time_ms``, newest first: see :func:`times.offsets_before`."""
+        return times.offsets_before(self._view, self._end_offset, self._last_append_ms, time_ms, max_number)
 
-        ``time_ms == -1`` (latest) gives ``[end_offset]`` and ``-2`` (earliest)
-        ``[start_offset]``. Otherwise: the log end if the last append was before
-        ``time_ms`` (or nothing was ever appended), then the offsets of index entries
-        appended before ``time_ms`` (precision: one index interval). A consumer starting
-        at the first returned offset misses nothing appended at or after ``time_ms``.
-        Returns ``[]`` when ``max_number <= 0`` or nothing qualifies.
-        """
-        view, end = self._view, self._end_offset
-        if max_number <= 0:
-            return []
-        if time_ms == LATEST_TIME:
-            return [end]
-        if time_ms == EARLIEST_TIME:
-            return [view.start_offset]
-        result = [end] if self._last_append_ms < time_ms else []
-        for segment in reversed(view.segments):
-            need = max_number - len(result)
-            if need <= 0:
-                break
-            index = segment.index
-            count = index.count_before(time_ms)
-            chosen = index.positions[max(0, count - need):count]
-            base = segment.base_offset
-            result.extend(base + p for p in reversed(chosen))
-        return result[:max_number]
+    def time_entries(self, offset: int, max_entries: int) -> list[tuple[int, int]]:
+        """Index entries (offset, append time) from ``offset``'s floor: see :func:`times.time_entries`."""
+        return times.time_entries(self._view, self._end_offset, offset, max_entries)
 
     # -- flush -----------------------------------------------------------------------------
 

@@ -32,6 +32,7 @@ class RequestType(IntEnum):
     FETCH_WAIT = 6  # rill: long-poll multi-fetch
     METADATA = 7  # rill: topics and partition counts
     CREATE_TOPIC = 8  # rill: explicit topic creation
+    TIME_INDEX = 9  # rill: append times of a partition's index entries
 
 
 class Acks(IntEnum):
@@ -69,6 +70,13 @@ class OffsetsRequest(NamedTuple):
     max_number: int
 
 
+class TimeIndexRequest(NamedTuple):
+    topic: str
+    partition: int
+    offset: int
+    max_entries: int
+
+
 class MultiFetchRequest(NamedTuple):
     fetches: list[FetchRequest]
 
@@ -99,7 +107,7 @@ class CreateTopicRequest(NamedTuple):
 
 
 Request = Union[ProduceRequest, FetchRequest, MultiFetchRequest, MultiProduceRequest, OffsetsRequest,
-                ProduceAckRequest, FetchWaitRequest, MetadataRequest, CreateTopicRequest]
+                ProduceAckRequest, FetchWaitRequest, MetadataRequest, CreateTopicRequest, TimeIndexRequest]
 
 
 # ---------------------------------------------------------------- server side
@@ -134,6 +142,7 @@ _DECODERS: dict[int, Callable[[Reader], Request]] = {
     RequestType.FETCH_WAIT: lambda r: FetchWaitRequest(r.int32(), r.int32(), _fetches(r)),
     RequestType.METADATA: lambda r: MetadataRequest([r.string16() for _ in range(r.count(2))]),
     RequestType.CREATE_TOPIC: lambda r: CreateTopicRequest(r.string16(), r.int32()),
+    RequestType.TIME_INDEX: lambda r: TimeIndexRequest(r.string16(), r.int32(), r.int64(), r.int32()),
 }
 
 
@@ -245,6 +254,13 @@ def encode_create_topic_response(error: int, partitions: int) -> bytes:
     return response_header(error, 4) + INT32.pack(partitions)
 
 
+def encode_time_index_response(error: int, entries: Sequence[tuple[int, int]]) -> bytes:
+    """``COUNT int32`` then ``(OFFSET int64, TIME_MS int64)`` per entry (none after an error)."""
+    flat = [v for entry in entries for v in entry]
+    body = struct.pack(f">i{len(flat)}q", len(entries), *flat)
+    return response_header(error, len(body)) + body
+
+
 # ---------------------------------------------------------------- client side
 
 
@@ -323,6 +339,11 @@ def encode_create_topic(topic: str, partitions: int) -> bytes:
     return _frame(RequestType.CREATE_TOPIC, string16(topic) + INT32.pack(partitions))
 
 
+def encode_time_index(topic: str, partition: int, offset: int, max_entries: int) -> bytes:
+    body = string16(topic) + INT32.pack(partition) + INT64.pack(offset) + INT32.pack(max_entries)
+    return _frame(RequestType.TIME_INDEX, body)
+
+
 def decode_fetch_response(body: memoryview | bytes) -> tuple[int, memoryview]:
     """A FETCH response body: (error, message bytes)."""
     r = Reader(body)
@@ -388,3 +409,16 @@ def decode_create_topic_response(body: memoryview | bytes) -> tuple[int, int]:
     error = r.int16()
     partitions = r.int32() if r.remaining() else 0
     return error, partitions
+
+
+def decode_time_index_response(body: memoryview | bytes) -> tuple[int, list[tuple[int, int]]]:
+    """A TIME_INDEX response body: (error, [(offset, append time ms), ...] ascending)."""
+    r = Reader(body)
+    error = r.int16()
+    if not r.remaining():
+        return error, []
+    n = r.int32()
+    if n < 0 or n * 16 != r.remaining():
+        raise DecodeError(f"time index count {n} does not match {r.remaining()} bytes")
+    flat = struct.unpack(f">{2 * n}q", r.raw(16 * n))
+    return error, list(zip(flat[0::2], flat[1::2]))

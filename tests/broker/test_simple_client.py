@@ -12,7 +12,7 @@ from structlog.testing import capture_logs
 
 from rill.broker.testing import RunningBroker, running_broker
 from rill.client.errors import (ConnectionClosed, CorruptMessageError, InvalidFetchSize, InvalidOffset, InvalidTopic,
-                                MessageTooLarge, OffsetOutOfRange, UnknownTopic, WrongPartition)
+                                InvalidRequest, MessageTooLarge, OffsetOutOfRange, UnknownTopic, WrongPartition)
 from rill.client.protocol.messages import CODEC_GZIP, Message, encode_message_set
 from rill.client.protocol.requests import ANY_PARTITION, EARLIEST_TIME, LATEST_TIME, Acks, FetchRequest
 from rill.client.simple import SimpleConsumer, SimpleProducer
@@ -255,6 +255,31 @@ def test_offsets_of_a_missing_partition_raise(producer: SimpleProducer, consumer
     producer.send("t", [b"a"], 0)
     with pytest.raises(WrongPartition):
         consumer.latest_offset("t", 5)
+
+
+def test_time_index_gives_append_times_of_index_entries(producer: SimpleProducer, consumer: SimpleConsumer) -> None:
+    """TIME_INDEX answers (offset, append ms) entries from the floor of the offset, ascending."""
+    before = int(time.time() * 1000)
+    first = producer.send("t", [b"a" * 100], 0)
+    second = producer.send("t", [b"b" * 100], 0)
+    entries = consumer.time_index("t", 0, 0)
+    assert entries[0][0] == first.first_offset and before <= entries[0][1] <= time.time() * 1000
+    assert [o for o, _ in entries] == sorted(o for o, _ in entries)
+    assert consumer.time_index("t", 0, second.first_offset, 1)[0][0] <= second.first_offset
+
+
+def test_time_index_errors(producer: SimpleProducer, consumer: SimpleConsumer) -> None:
+    """Unknown topic, missing partition, offsets outside the log, negative maximum: errors, not crashes."""
+    ack = producer.send("t", [b"a"], 0)
+    with pytest.raises(UnknownTopic):
+        consumer.time_index("nope", 0, 0)
+    with pytest.raises(WrongPartition):
+        consumer.time_index("t", 7, 0)
+    with pytest.raises(OffsetOutOfRange):
+        consumer.time_index("t", 0, ack.next_offset + 1)
+    with pytest.raises(InvalidRequest):
+        consumer.time_index("t", 0, 0, -1)
+    assert consumer.time_index("t", 0, 0)[0][0] == 0  # the connection still works
 
 
 def test_create_and_list_topics(consumer: SimpleConsumer) -> None:

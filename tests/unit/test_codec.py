@@ -204,6 +204,22 @@ def test_create_topic_round_trip(topic: str, partitions: int) -> None:
         (rq.RequestType.CREATE_TOPIC, rq.CreateTopicRequest(topic, partitions))
 
 
+@given(topics, int32s, int64s, int32s)
+def test_time_index_round_trip(topic: str, partition: int, offset: int, max_entries: int) -> None:
+    """TIME_INDEX (9) decodes to the same topic, partition, offset and maximum."""
+    assert _decode_frame(rq.encode_time_index(topic, partition, offset, max_entries)) == \
+        (rq.RequestType.TIME_INDEX, rq.TimeIndexRequest(topic, partition, offset, max_entries))
+
+
+@given(int16s, st.lists(st.tuples(int64s, int64s), max_size=50))
+def test_time_index_response_round_trip(error: int, entries: list[tuple[int, int]]) -> None:
+    """A TIME_INDEX response (count, then offset and time per entry) decodes to the same entries."""
+    frame = rq.encode_time_index_response(error, entries)
+    assert rq.decode_time_index_response(frame[4:]) == (error, entries)
+    with pytest.raises(DecodeError):
+        rq.decode_time_index_response(frame[4:-1])
+
+
 def test_fetch_request_is_0_7_byte_exact() -> None:
     """FETCH is size, type 1, topic string16, partition, offset int64, max size, big-endian."""
     assert rq.encode_fetch("ab", 2, 300, 1000) == struct.pack(">ihh2siqi", 2 + 2 + 2 + 4 + 8 + 4, 1, 2, b"ab", 2,
@@ -232,6 +248,7 @@ def test_truncated_or_extended_requests_raise_decode_error(kind: rq.RequestType,
         rq.RequestType.FETCH_WAIT: rq.encode_fetch_wait([rq.FetchRequest("t", 0, 0, 100)], 100),
         rq.RequestType.METADATA: rq.encode_metadata(["t"]),
         rq.RequestType.CREATE_TOPIC: rq.encode_create_topic("t", 1),
+        rq.RequestType.TIME_INDEX: rq.encode_time_index("t", 0, 0, 10),
     }
     body = frames[kind][4:]
     cut = data.draw(st.integers(2, len(body) - 1))

@@ -189,7 +189,8 @@ def test_offsets_before_precision_is_one_index_interval(tmp_path, clock):
 
 def test_offsets_before_spans_segments(tmp_path, clock):
     """Offsets before a time come from every segment, newest first, and include segment bases."""
-    log = Log.open(str(tmp_path), "t", 0, LogConfig(segment_bytes=1024, index_interval_bytes=4096), clock)
+    config = LogConfig(segment_bytes=1024, index_interval_bytes=4096, index_interval_ms=10**9)
+    log = Log.open(str(tmp_path), "t", 0, config, clock)
     for i in range(12):
         log.append(encode_message_set([b"x" * 390]))
         clock.now += 1
