@@ -6,8 +6,8 @@ CRC-checked messages) becomes one ``pyarrow.RecordBatch`` in the source's schema
 compressed wrapper all carry the wrapper's offset (0.7 semantics), and a wrapper
 belongs to the range its offset falls in.
 
-``key`` and ``timestamp`` are null: the Kafka 0.7 message format has neither, and the
-broker's append times are not available per message (docs/spark.md, "Schema").
+``key`` is null (the Kafka 0.7 message format has none). ``timestamp`` is the append
+time from the broker's time index (append_times.py; precise to ``log.index.interval.ms``).
 """
 
 from __future__ import annotations
@@ -18,12 +18,15 @@ from typing import Any
 from rill.client.errors import OffsetOutOfRange
 from rill.client.protocol.messages import Message
 from rill.client.simple import SimpleConsumer
+from rill.client.spark.append_times import AppendTimes
 from rill.client.spark.ranges import ByteRange
 
 __all__ = ["SCHEMA_DDL", "spark_schema", "arrow_schema", "read_range", "batch_of"]
 
-# Spark's Kafka source's columns (without timestampType), in its order.
-SCHEMA_DDL = "key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP"
+# Spark's Kafka source's columns, in its order.
+SCHEMA_DDL = ("key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP, "
+              "timestampType INT")
+LOG_APPEND_TIME = 1  # timestampType: Kafka's LogAppendTime (0 would be a producer's CreateTime)
 
 
 def spark_schema() -> Any:
@@ -33,7 +36,8 @@ def spark_schema() -> Any:
 
     return StructType([StructField("key", BinaryType()), StructField("value", BinaryType()),
                        StructField("topic", StringType()), StructField("partition", IntegerType()),
-                       StructField("offset", LongType()), StructField("timestamp", TimestampType())])
+                       StructField("offset", LongType()), StructField("timestamp", TimestampType()),
+                       StructField("timestampType", IntegerType())])
 
 
 def arrow_schema() -> Any:
@@ -43,8 +47,10 @@ def arrow_schema() -> Any:
     return to_arrow_schema(spark_schema(), timezone="UTC")
 
 
-def batch_of(messages: list[Message], topic: str, partition: int, schema: Any) -> Any:
-    """One RecordBatch of ``messages`` (all of ``topic``-``partition``)."""
+def batch_of(messages: list[Message], topic: str, partition: int, schema: Any,
+             micros: list[int | None] | None = None) -> Any:
+    """One RecordBatch of ``messages`` (all of ``topic``-``partition``), appended at ``micros``
+    (microseconds since the epoch, one per message; None: unknown)."""
     import pyarrow as pa  # type: ignore[import-untyped]
 
     n = len(messages)
@@ -54,7 +60,9 @@ def batch_of(messages: list[Message], topic: str, partition: int, schema: Any) -
         pa.repeat(pa.scalar(topic, pa.string()), n),
         pa.repeat(pa.scalar(partition, pa.int32()), n),
         pa.array([m.offset for m in messages], pa.int64()),
-        pa.nulls(n, schema.field("timestamp").type),
+        pa.nulls(n, schema.field("timestamp").type) if micros is None
+        else pa.array(micros, schema.field("timestamp").type),
+        pa.repeat(pa.scalar(LOG_APPEND_TIME, pa.int32()), n),
     ], schema=schema)
 
 
@@ -70,6 +78,7 @@ def read_range(r: ByteRange, fetch_bytes: int) -> Iterator[Any]:
     offset = r.start
     with SimpleConsumer(r.host, r.port, max_fetch_size=fetch_bytes,
                         fetch_size_limit=max(fetch_bytes, 64 * 1024 * 1024)) as consumer:
+        times = AppendTimes(consumer, r.topic, r.broker_partition, r.start)
         while offset < r.end:
             try:
                 messages = consumer.fetch(r.topic, r.broker_partition, offset, min(fetch_bytes, r.end - offset))
@@ -81,6 +90,6 @@ def read_range(r: ByteRange, fetch_bytes: int) -> Iterator[Any]:
                                        f"end {r.end} (was it truncated?)")
             if messages[-1].offset >= r.end:
                 messages = [m for m in messages if m.offset < r.end]
-            yield batch_of(messages, r.topic, r.partition, schema)
+            yield batch_of(messages, r.topic, r.partition, schema, times.column([m.offset for m in messages]))
             offset = messages[-1].next_offset  # the last message of a fetch ends a whole wrapper
 

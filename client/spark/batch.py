@@ -62,7 +62,11 @@ def plan_ranges(c: Cluster, offsets: dict[TopicPartition, tuple[int, int]], spli
         leader = c.leader(tp)
         whole = ByteRange(tp[0], tp[1], start, end, leader.host, leader.port, c.number(tp))
         pieces = max(pieces_for(whole.size, split_bytes), -(-min_partitions * whole.size // max(total, 1)))
-        ranges.extend(split(whole, pieces, c.boundaries(tp, start, end)) if pieces > 1 else [whole])
+        if pieces > 1:
+            targets = [start + whole.size * k // pieces for k in range(1, pieces)]
+            ranges.extend(split(whole, pieces, c.boundaries_near(tp, targets)))
+        else:
+            ranges.append(whole)
     return ranges
 
 

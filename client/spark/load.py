@@ -9,8 +9,9 @@ then commit the same offsets to the group coordinator under ``group`` so that
 for monitoring: the offsets stored with the output are the truth, so a run killed
 between the two commits loses nothing and the next run fixes the coordinator's copy.
 
-``date`` is the UTC date of the run (the load date): the 0.7 message format carries no
-timestamp. Messages of a compressed wrapper share its offset.
+``date`` is the UTC date each message was appended to the log (from its ``timestamp``,
+the broker's append time; the run's date for the rare message whose time is unknown).
+Messages of a compressed wrapper share its offset.
 """
 
 from __future__ import annotations
@@ -151,6 +152,12 @@ def load(spark: Any, bootstrap: str, topics: Sequence[str], out: str | Path, *, 
     return LoadResult(run, run_dir, len(todo), rows, total, seconds, error)
 
 
+def _utc_date(F: Any) -> Any:
+    """The UTC date (yyyy-MM-dd) of ``timestamp``, whatever the session's time zone; else today's."""
+    day = F.expr("date_add(DATE'1970-01-01', CAST(floor(unix_micros(timestamp) / 86400000000) AS INT))")
+    return F.coalesce(day.cast("string"), F.lit(time.strftime("%Y-%m-%d", time.gmtime())))
+
+
 def _write(spark: Any, bootstrap: str, todo: dict[TopicPartition, tuple[int, int]],
            staged: Path, split_bytes: int, tasks: int, total: int,
            progress: Callable[[Progress], None] | None) -> int:
@@ -163,8 +170,7 @@ def _write(spark: Any, bootstrap: str, todo: dict[TopicPartition, tuple[int, int
     df = (spark.read.format("rill").option("bootstrap", bootstrap).option("assign", json.dumps(assign))
           .option("startingOffsets", json.dumps(starting)).option("endingOffsets", json.dumps(ending))
           .option("splitBytes", str(split_bytes)).load()
-          .select("topic", "partition", "offset", "value",
-                  F.lit(time.strftime("%Y-%m-%d", time.gmtime())).alias("date")))
+          .select("topic", "partition", "offset", "value", "timestamp", _utc_date(F).alias("date")))
     stop = threading.Event()
     watcher = _watch(spark, tasks, total, progress, stop) if progress is not None else None
     try:

@@ -14,7 +14,7 @@ with a message that says what to change. Not thread-safe: one per planning call.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -24,14 +24,14 @@ from rill.client.connection import parse_address
 from rill.client.errors import BrokerError, ConnectionClosed, InvalidOffset, OffsetOutOfRange
 from rill.client.protocol import requests as rq
 from rill.client.simple import SimpleConsumer
+from rill.client.spark.append_times import PAGE_ENTRIES
 from rill.client.spark.options import EARLIEST, LATEST, OffsetSpec, ReadOptions, SourceOptionError
 
 __all__ = ["Cluster", "TopicPartition", "cluster"]
 
 log = structlog.get_logger(__name__)
 
-FAR_FUTURE_MS = 2 ** 62  # every index entry was appended before this time
-MAX_BOUNDARIES = 1_000_000  # index entries asked for at most (8 bytes each in the answer)
+MAX_BOUNDARIES = 1_000_000  # index entries listed at most by Cluster.boundaries
 TopicPartition = tuple[str, int]
 
 
@@ -200,15 +200,39 @@ class Cluster:
                     raise SourceOptionError(f"option {option!r} names partition {p} of {topic!r}, which has "
                                             f"{topics[topic]} partitions")
 
-    def boundaries(self, tp: TopicPartition, start: int, end: int) -> list[int]:
-        """Message boundaries the broker knows strictly inside ``(start, end)``, ascending (maybe none)."""
-        wanted = min(MAX_BOUNDARIES, max(16, (end - start) // 1024 + 16))
+    def boundaries_near(self, tp: TopicPartition, targets: Sequence[int]) -> list[int]:
+        """Message boundaries around each of ``targets``: the index entry at or before it and
+        the next one (TIME_INDEX, one small request per target), ascending, without repeats.
+
+        An empty list when the broker cannot tell (logged): the caller then does not cut.
+        """
+        found: set[int] = set()
+        client = self.client_for(tp)
         try:
-            offsets = self.client_for(tp).offsets_before(tp[0], self.number(tp), FAR_FUTURE_MS, wanted)
+            for target in targets:
+                found.update(offset for offset, _ in client.time_index(tp[0], self.number(tp), target, 2))
         except BrokerError as exc:
             log.warning("spark.boundaries_unavailable", topic=tp[0], partition=tp[1], error=str(exc))
             return []
-        return sorted(o for o in offsets if start < o < end)
+        return sorted(found)
+
+    def boundaries(self, tp: TopicPartition, start: int, end: int) -> list[int]:
+        """Every message boundary the broker's index has strictly inside ``(start, end)``, ascending
+        (at most :data:`MAX_BOUNDARIES`; maybe none)."""
+        client, offset = self.client_for(tp), start
+        result: list[int] = []
+        try:
+            while len(result) < MAX_BOUNDARIES:
+                page = client.time_index(tp[0], self.number(tp), offset, PAGE_ENTRIES)
+                fresh = [o for o, _ in page if o > offset]
+                result.extend(o for o in fresh if o < end)
+                if len(page) < PAGE_ENTRIES or not fresh or fresh[-1] >= end:
+                    break
+                offset = fresh[-1]
+        except BrokerError as exc:
+            log.warning("spark.boundaries_unavailable", topic=tp[0], partition=tp[1], error=str(exc))
+            return []
+        return result[:MAX_BOUNDARIES]
 
 
 @contextmanager

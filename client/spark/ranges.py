@@ -5,11 +5,12 @@ message whose offset is at least ``start`` and below ``end``. Both ends are mess
 boundaries (offsets are byte positions, 0.7 semantics), so consecutive ranges of a
 partition read each message exactly once.
 
-Splitting needs boundaries inside a partition. The broker reports them in its answer
-to an OFFSETS request for a time in the far future: the log end, then the sparse time
-index entries (one every ``log.index.interval.bytes``, 4 KiB by default), newest first.
-Each is the offset of a message. :func:`split` cuts at the boundary nearest to each
-even share, so pieces are about equal; with no boundary inside, a range stays whole.
+Splitting needs boundaries inside a partition. The broker reports its sparse index
+entries (one every ``log.index.interval.bytes``, 4 KiB by default) in answer to a
+TIME_INDEX request; the planner asks for the two entries around each even share
+(``Cluster.boundaries_near``). Each is the offset of a message. :func:`split` cuts at
+the boundary nearest to each share, so pieces are about equal; with no boundary
+inside, a range stays whole.
 """
 
 from __future__ import annotations

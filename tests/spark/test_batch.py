@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from rill.broker.testing import RunningBroker
+from rill.broker.testing import RunningBroker, running_broker
 from tests.spark.helpers import create, produce, read, rows_of, topic_rows
 
 pytestmark = pytest.mark.slow
@@ -27,13 +28,35 @@ def two_partitions(broker: RunningBroker) -> RunningBroker:
 
 
 def test_schema_is_spark_kafka_columns(spark: Any, two_partitions: RunningBroker) -> None:
-    """The schema is Spark's Kafka source's (key and timestamp are null: the 0.7 format has neither)."""
+    """The schema is Spark's Kafka source's (key is null: the 0.7 format has none; timestamps are append times)."""
     df = read(spark, two_partitions, subscribe="events")
     assert [(f.name, f.dataType.simpleString()) for f in df.schema.fields] == [
         ("key", "binary"), ("value", "binary"), ("topic", "string"), ("partition", "int"), ("offset", "bigint"),
-        ("timestamp", "timestamp")]
+        ("timestamp", "timestamp"), ("timestampType", "int")]
     first = df.where("partition = 0").orderBy("offset").first()
-    assert (first.key, first.topic, first.offset, first.timestamp) == (None, "events", 0, None)
+    assert (first.key, first.topic, first.offset, first.timestampType) == (None, "events", 0, 1)
+    assert first.timestamp is not None
+
+
+def test_timestamps_are_append_times_to_the_index_interval(spark: Any, tmp_path: Path) -> None:
+    """Each row's timestamp is at most its append time and less than log.index.interval.ms before it."""
+    with running_broker(tmp_path / "data", log_index_interval_ms=100) as b:
+        create(b, "timed", 1)
+        bursts = []
+        for k in range(4):
+            before = time.time() * 1000
+            first, end = produce(b, "timed", 0, values(f"burst{k}", 50))
+            bursts.append((first, end, before, time.time() * 1000))
+            time.sleep(0.25)
+        rows = read(spark, b, subscribe="timed", splitBytes="1024").selectExpr(
+            "offset", "unix_micros(timestamp) AS us", "timestampType").orderBy("offset").collect()
+    assert len(rows) == 200 and {r.timestampType for r in rows} == {1}
+    stamps = [r.us for r in rows]
+    assert stamps == sorted(stamps)
+    for first, end, before, after in bursts:
+        for r in rows:
+            if first <= r.offset < end:
+                assert before - 100 - 1 < r.us / 1000 <= after + 1, (r.offset, before, after, r.us)
 
 
 def test_default_reads_earliest_to_latest_once(spark: Any, two_partitions: RunningBroker) -> None:

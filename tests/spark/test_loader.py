@@ -60,6 +60,7 @@ def produce_orders(broker: RunningBroker, round_: int, count: int) -> None:
 def test_loader_killed_and_rerun_matches_topic(spark: Any, broker: RunningBroker, tmp_path: Path) -> None:
     """Runs killed with SIGKILL at random points, then re-run, leave Parquet equal to the topic: no duplicate, no loss."""
     rng = random.Random(int(os.environ.get("RILL_TEST_SEED", time.time())))
+    days = {time.strftime("%Y-%m-%d", time.gmtime())}
     out = tmp_path / "out"
     create(broker, TOPIC, PARTITIONS)
     produce_orders(broker, 1, 20000)
@@ -72,7 +73,11 @@ def test_loader_killed_and_rerun_matches_topic(spark: Any, broker: RunningBroker
     assert "nothing new" in finish(loader(broker, out))
 
     expected = sorted(topic_rows(broker, TOPIC, PARTITIONS))
-    assert rows_of(spark.read.parquet(str(out))) == expected
+    loaded = spark.read.parquet(str(out))
+    assert rows_of(loaded) == expected
+    days.add(time.strftime("%Y-%m-%d", time.gmtime()))
+    stamped = loaded.selectExpr("CAST(date AS STRING) AS date", "timestamp IS NULL AS unknown").distinct().collect()
+    assert {r.date for r in stamped} <= days and not any(r.unknown for r in stamped)  # append dates
     assert not (out / "_staging").exists()
     manifest = OutputDir(out).latest()
     with SimpleConsumer(broker.host, broker.port) as consumer:
@@ -91,3 +96,21 @@ def test_loader_cli_errors(broker: RunningBroker, tmp_path: Path) -> None:
     assert proc.returncode == 1
     assert "rill: error: topic 'absent' does not exist" in proc.stderr.decode()
     assert not (tmp_path / "out").exists()
+
+
+def test_loader_date_is_the_utc_append_date(spark: Any) -> None:
+    """The date partition is the UTC date of the append time whatever the session time zone; today if unknown."""
+    from pyspark.sql import functions as F
+
+    from rill.client.spark.load import _utc_date
+
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "Asia/Tokyo")  # 2020-01-01 23:30 UTC is Jan 2 in Tokyo
+    try:
+        df = spark.createDataFrame([(1577921400000000,), (None,)], "us long").selectExpr(
+            "timestamp_micros(us) AS timestamp")
+        dates = [r.d for r in df.select(_utc_date(F).alias("d")).collect()]
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", zone)
+    assert dates[0] == "2020-01-01"
+    assert dates[1] in {time.strftime("%Y-%m-%d", time.gmtime(time.time() + d)) for d in (-5, 0)}
