@@ -12,7 +12,7 @@ import sys
 import time
 from typing import Any, TextIO
 
-from rill.client.cli import spark_audit
+from rill.client.cli import spark_audit, spark_stream_bench
 from rill.client.cli.common import CliError, add_broker_arguments, positive_int, topic_name, unknown_topic
 
 DEFAULT_MASTER = "local[2]"
@@ -54,6 +54,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
                        help="bytes per fetch (one Arrow batch each; default 4 MiB)")
     bench.set_defaults(run=run_bench)
     spark_audit.add_parser(actions, DEFAULT_MASTER)
+    spark_stream_bench.add_parser(actions, DEFAULT_MASTER)
 
 
 def _size(n: float) -> str:

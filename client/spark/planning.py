@@ -24,14 +24,12 @@ from rill.client.connection import parse_address
 from rill.client.errors import BrokerError, ConnectionClosed, InvalidOffset, OffsetOutOfRange
 from rill.client.protocol import requests as rq
 from rill.client.simple import SimpleConsumer
-from rill.client.spark.append_times import PAGE_ENTRIES
 from rill.client.spark.options import EARLIEST, LATEST, OffsetSpec, ReadOptions, SourceOptionError
 
 __all__ = ["Cluster", "TopicPartition", "cluster"]
 
 log = structlog.get_logger(__name__)
 
-MAX_BOUNDARIES = 1_000_000  # index entries listed at most by Cluster.boundaries
 TopicPartition = tuple[str, int]
 
 
@@ -215,24 +213,6 @@ class Cluster:
             log.warning("spark.boundaries_unavailable", topic=tp[0], partition=tp[1], error=str(exc))
             return []
         return sorted(found)
-
-    def boundaries(self, tp: TopicPartition, start: int, end: int) -> list[int]:
-        """Every message boundary the broker's index has strictly inside ``(start, end)``, ascending
-        (at most :data:`MAX_BOUNDARIES`; maybe none)."""
-        client, offset = self.client_for(tp), start
-        result: list[int] = []
-        try:
-            while len(result) < MAX_BOUNDARIES:
-                page = client.time_index(tp[0], self.number(tp), offset, PAGE_ENTRIES)
-                fresh = [o for o, _ in page if o > offset]
-                result.extend(o for o in fresh if o < end)
-                if len(page) < PAGE_ENTRIES or not fresh or fresh[-1] >= end:
-                    break
-                offset = fresh[-1]
-        except BrokerError as exc:
-            log.warning("spark.boundaries_unavailable", topic=tp[0], partition=tp[1], error=str(exc))
-            return []
-        return result[:MAX_BOUNDARIES]
 
 
 @contextmanager

@@ -14,8 +14,11 @@ holds no connection, so it pickles). Partitions that appear after the query star
 shared across partitions in proportion to their backlog and cut at message
 boundaries; every partition with a backlog advances by at least one message.
 ``latestOffset(start, limit)`` is the 4.2+ admission-control signature; pyspark 4.0 and
-4.1 call ``latestOffset()``, and the reader then caps from the offsets it returned last
-(after a restart on those versions, the first micro-batch is not capped).
+4.1 call ``latestOffset()``, and the reader then caps from where the next micro-batch
+starts as the driver process last saw it: the initial offsets of a new query, then the
+end of the last micro-batch planned (``partitions``) or returned (``latestOffset``). After
+a restart whose last micro-batch was committed, those versions call ``latestOffset()``
+before anything else, so that first micro-batch is not capped.
 """
 
 from __future__ import annotations
@@ -65,7 +68,9 @@ class RillStreamReader(DataSourceStreamReader):
 
     def __init__(self, opts: ReadOptions) -> None:
         self.opts = opts
-        self._position: Offsets | None = None  # what latestOffset returned last (driver only)
+        # Where the next micro-batch starts, as far as the driver process knows; only the
+        # argument-less latestOffset() of pyspark 4.0/4.1 needs it.
+        self._position: Offsets | None = None
 
     # ---------------------------------------------------------------- driver
 
@@ -81,6 +86,7 @@ class RillStreamReader(DataSourceStreamReader):
             else:
                 start = {tp: c.resolve(self.opts.starting, tp, "startingOffsets", b) for tp, b in bounds.items()}
         log.info("spark.stream_initial_offsets", partitions=len(start))
+        self._position = start
         return to_json_offsets(start)
 
     def getDefaultReadLimit(self) -> Any:
@@ -97,7 +103,7 @@ class RillStreamReader(DataSourceStreamReader):
             bounds = self._latest(c)
             current = {tp: max(base.get(tp, low), low) for tp, (low, _) in bounds.items()}
             ends = {tp: high for tp, (_, high) in bounds.items()}
-            known_base = start is not None or self._position is not None  # legacy call after a restart: unknown
+            known_base = start is not None or self._position is not None  # legacy call first after a restart: unknown
             if budget is not None and known_base:
                 ends = _capped(c, current, ends, budget)
         self._position = ends
@@ -105,6 +111,7 @@ class RillStreamReader(DataSourceStreamReader):
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         begin, finish = from_json_offsets(start), from_json_offsets(end)
+        self._position = dict(finish)  # a micro-batch replayed after a restart ends where the next starts
         with cluster(self.opts.bootstrap) as c:
             c.refresh(tuple(sorted({t for t, _ in finish})), None, must_exist=False)
             offsets = {}
@@ -136,7 +143,7 @@ def _capped(c: Cluster, current: Offsets, ends: Offsets, budget: int) -> Offsets
     result = dict(ends)
     for tp, size in backlog.items():
         allowed = current[tp] + max(1, budget * size // total)
-        inside = [b for b in c.boundaries(tp, current[tp], ends[tp]) if b <= allowed]
+        inside = [b for b in c.boundaries_near(tp, [allowed]) if current[tp] < b <= allowed]
         result[tp] = inside[-1] if inside else _one_fetch_end(c, tp, current[tp], allowed - current[tp])
     return result
 
