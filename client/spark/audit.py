@@ -16,17 +16,19 @@ offsets were reused after truncation can give, does not hide a loss elsewhere).
 The range join: both sides get a bucket number, ``offset // bucket_bytes`` (a range gets
 every bucket it touches), so Spark joins on (topic, partition, bucket) and only then
 checks the offsets: each message meets the one or two ranges of its bucket instead of
-every range of its partition. ``bucket_bytes`` follows the mean range size.
+every range of its partition. ``bucket_bytes`` follows the mean range size. Each
+partition is read only from its first audited offset on (:func:`reading_starts`).
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
 import structlog
 
-__all__ = ["AuditReport", "WindowAudit", "audit", "EVENT_SCHEMA"]
+__all__ = ["AuditReport", "WindowAudit", "audit", "reading_starts", "EVENT_SCHEMA"]
 
 log = structlog.get_logger(__name__)
 
@@ -62,9 +64,30 @@ class AuditReport:
         return sum(w.missing for w in self.windows)
 
 
-def _source(spark: Any, bootstrap: str, topics: list[str]) -> Any:
+def _source(spark: Any, bootstrap: str, topics: list[str], starting: str = "earliest") -> Any:
     return (spark.read.format("rill").option("bootstrap", bootstrap).option("subscribe", ",".join(topics))
-            .option("startingOffsets", "earliest").option("endingOffsets", "latest").load())
+            .option("startingOffsets", starting).option("endingOffsets", "latest").load())
+
+
+def reading_starts(bootstrap: str, topics: list[str], firsts: dict[tuple[str, int], int]) -> dict[str, dict[str, int]]:
+    """``startingOffsets`` for the messages side: each partition from the index entry at or
+    before its first audited offset (the log start if that is gone), partitions nobody
+    audited not at all (-1, the log end). Older messages cannot fall in any range."""
+    from rill.client.spark.planning import cluster
+
+    with cluster(bootstrap) as c:
+        counts = c.refresh(tuple(topics), None)
+        starts = {t: {str(p): -1 for p in range(n)} for t, n in counts.items()}
+        for (topic, partition), first in firsts.items():
+            if partition >= counts.get(topic, 0):
+                continue  # a range naming a partition that does not exist: nothing to read, all missing
+            start, end = c.bounds((topic, partition))
+            if start < first < end:
+                start = c.client_for((topic, partition)).time_index(topic, c.number((topic, partition)), first, 1)[0][0]
+            elif first >= end:
+                start = end
+            starts[topic][str(partition)] = start
+    return starts
 
 
 def _ranges(spark: Any, bootstrap: str, topics: list[str], audit_topic: str, window_ms: int,
@@ -114,7 +137,10 @@ def audit(spark: Any, bootstrap: str, topics: list[str], audit_topic: str, windo
         bucket = _bucket_bytes(ranges)
         keyed = ranges.withColumn("bucket", F.explode(F.sequence(
             F.floor(F.col("first") / bucket), F.floor((F.greatest(F.col("next"), F.col("first") + 1) - 1) / bucket))))
-        messages = (_source(spark, bootstrap, topics).select("topic", "partition", "offset")
+        firsts = {(r["topic"], int(r["partition"])): int(r["first"])
+                  for r in ranges.groupBy("topic", "partition").agg(F.min("first").alias("first")).collect()}
+        starting = json.dumps(reading_starts(bootstrap, topics, firsts))
+        messages = (_source(spark, bootstrap, topics, starting).select("topic", "partition", "offset")
                     .withColumn("bucket", F.floor(F.col("offset") / bucket)))
         joined = keyed.alias("r").join(
             messages.alias("m"),
