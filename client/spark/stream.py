@@ -14,11 +14,11 @@ holds no connection, so it pickles). Partitions that appear after the query star
 shared across partitions in proportion to their backlog and cut at message
 boundaries; every partition with a backlog advances by at least one message.
 ``latestOffset(start, limit)`` is the 4.2+ admission-control signature; pyspark 4.0 and
-4.1 call ``latestOffset()``, and the reader then caps from where the next micro-batch
-starts as the driver process last saw it: the initial offsets of a new query, then the
-end of the last micro-batch planned (``partitions``) or returned (``latestOffset``). After
-a restart whose last micro-batch was committed, those versions call ``latestOffset()``
-before anything else, so that first micro-batch is not capped.
+4.1 call ``latestOffset()`` without the start, and the reader then caps from the end of
+the micro-batch it last returned (``latestOffset``) or planned (``partitions``). A
+restarted query on those versions plans its last micro-batch again before asking for
+the next one, so it is capped too; a new query asks before ``initialOffset``, so its
+first micro-batch is not capped (it reads up to the log ends).
 """
 
 from __future__ import annotations
@@ -86,7 +86,6 @@ class RillStreamReader(DataSourceStreamReader):
             else:
                 start = {tp: c.resolve(self.opts.starting, tp, "startingOffsets", b) for tp, b in bounds.items()}
         log.info("spark.stream_initial_offsets", partitions=len(start))
-        self._position = start
         return to_json_offsets(start)
 
     def getDefaultReadLimit(self) -> Any:
@@ -103,7 +102,7 @@ class RillStreamReader(DataSourceStreamReader):
             bounds = self._latest(c)
             current = {tp: max(base.get(tp, low), low) for tp, (low, _) in bounds.items()}
             ends = {tp: high for tp, (_, high) in bounds.items()}
-            known_base = start is not None or self._position is not None  # legacy call first after a restart: unknown
+            known_base = start is not None or self._position is not None  # legacy, a new query: unknown
             if budget is not None and known_base:
                 ends = _capped(c, current, ends, budget)
         self._position = ends
@@ -111,7 +110,7 @@ class RillStreamReader(DataSourceStreamReader):
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         begin, finish = from_json_offsets(start), from_json_offsets(end)
-        self._position = dict(finish)  # a micro-batch replayed after a restart ends where the next starts
+        self._position = dict(finish)  # the next micro-batch starts here (4.0/4.1 after a restart: see above)
         with cluster(self.opts.bootstrap) as c:
             c.refresh(tuple(sorted({t for t, _ in finish})), None, must_exist=False)
             offsets = {}
