@@ -42,9 +42,15 @@ def spark_schema() -> Any:
 
 def arrow_schema() -> Any:
     """The Arrow schema Spark expects from ``read()`` (checked against the first batch)."""
+    import inspect
+
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    return to_arrow_schema(spark_schema(), timezone="UTC")
+    # The call the running pyspark's own worker makes (plan_data_source_read.py): 4.2 replaced
+    # timestamp_utc (True by default in 4.0 and 4.1: UTC) with timezone, which has no default.
+    if "timezone" in inspect.signature(to_arrow_schema).parameters:
+        return to_arrow_schema(spark_schema(), timezone="UTC")
+    return to_arrow_schema(spark_schema())
 
 
 def batch_of(messages: list[Message], topic: str, partition: int, schema: Any,
