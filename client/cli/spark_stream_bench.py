@@ -84,8 +84,27 @@ class Sink:
 
     def __init__(self) -> None:
         self.batches: list[dict[str, float]] = []
+        self.stopping = False  # set before query.stop(): later batches return at once
+        self.busy = False
+
+    def quiesce(self, timeout: float) -> None:
+        """Let a running micro-batch finish before the query stops: stopping a query interrupts a
+        foreachBatch inside a Spark action, and Spark then fails on the long Py4J error's text
+        (a java.util.regex StackOverflowError in the stream thread, SPARK-39218/48717)."""
+        self.stopping = True
+        deadline = time.monotonic() + timeout
+        while self.busy and time.monotonic() < deadline:
+            time.sleep(0.05)
 
     def __call__(self, df: Any, batch_id: int) -> None:
+        self.busy = True  # before looking at stopping: quiesce() sets stopping, then waits while busy
+        try:
+            if not self.stopping:
+                self._measure(df, batch_id)
+        finally:
+            self.busy = False
+
+    def _measure(self, df: Any, batch_id: int) -> None:
         row = df.selectExpr("count(*) AS n", "min(unix_micros(timestamp)) AS lo",
                             "percentile_approx(unix_micros(timestamp), array(0.01, 0.5)) AS q").first()
         done_us = time.time() * 1e6
@@ -140,6 +159,7 @@ def run(args: argparse.Namespace) -> int:
         progress = list(query.recentProgress)
     finally:
         stop.set()
+        sink.quiesce(60)
         query.stop()
         child.join(timeout=30)
         if child.is_alive():
