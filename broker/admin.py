@@ -126,7 +126,7 @@ class AdminServicer(apb_grpc.AdminServicer):
         return sorted(wanted)
 
     def _lag(self, topic: str, partition: int, committed: int, owner: str) -> apb.PartitionLag:
-        """Lag in bytes, and in seconds from the time index (-1 for a partition on another broker: its index is there)."""
+        """Lag in bytes, and in seconds from the partition's time index (-1 when its broker cannot be asked)."""
         try:
             start, end = self.catalog.offset_range(topic, partition)
         except (BrokerError, KeyError):  # gone, or its broker is not alive: the end and the lag are unknown

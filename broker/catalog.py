@@ -100,11 +100,20 @@ class LogCatalog:
     def append_time_ms(self, topic: str, partition: int, offset: int) -> int | None:
         """Append time of the message at ``offset`` (to one index interval); None at the log end.
 
-        Raises LookupError for a partition on another broker (its time index is there).
+        For a partition on another broker, that broker's time index answers (TIME_INDEX).
+        Raises LookupError when that broker cannot be asked (not alive, no answer).
         """
         where = self._where(topic, partition)
         if where.remote:
-            raise LookupError(f"{topic}-{partition} is on broker {where.leader.broker_id if where.leader else '?'}")
+            def when(c: SimpleConsumer, p: int) -> int | None:
+                if offset >= c.latest_offset(topic, p):
+                    return None
+                entries = c.time_index(topic, p, offset, 1)
+                return entries[0][1] if entries else None
+            try:
+                return self._ask(where, topic, when)
+            except KeyError as exc:
+                raise LookupError(str(exc)) from exc
         return self._log(where, topic).append_time_ms(offset)
 
     def _ask(self, where: _Where, topic: str, call: Callable[[SimpleConsumer, int], T]) -> T:

@@ -105,7 +105,7 @@ def run_describe(args: argparse.Namespace) -> int:
         committed = "-" if p.committed_offset < 0 else str(p.committed_offset)
         end = "-" if p.end_offset < 0 else str(p.end_offset)  # unknown: its broker is not alive
         lag = "-" if p.lag_bytes < 0 else str(p.lag_bytes)
-        seconds = "-" if p.lag_seconds < 0 else f"{p.lag_seconds:.1f}"  # unknown: its time index is elsewhere
+        seconds = "-" if p.lag_seconds < 0 else f"{p.lag_seconds:.1f}"  # unknown: its broker did not answer
         print(f"{p.topic}\t{p.partition}\t{committed}\t{end}\t{lag}\t{seconds}\t{p.owner or '-'}")
     return 0
 

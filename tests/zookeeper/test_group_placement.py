@@ -128,6 +128,26 @@ def test_non_coordinators_answer_not_coordinator(tmp_path: Path, zk_connect: str
         assert listing.groups_info[0].error_code == pb.NONE
 
 
+def test_lag_seconds_of_partitions_on_other_brokers(tmp_path: Path, zk_connect: str) -> None:
+    """DescribeGroup gives lag in seconds for every partition, also those on brokers other than the coordinator."""
+    with cluster(tmp_path, zk_connect, [1, 2]) as brokers, ExitStack() as stack:
+        for b in brokers.values():
+            produce(b, "t", 0, [b"x" * 50] * 20)  # partition 0 of each broker: cluster-wide 0 and 1
+        g = "lagging"
+        owner = coordinator_for(g, brokers)
+        offsets = [pb.PartitionOffset(topic="t", partition=p, offset=0) for p in (0, 1)]
+
+        def committed() -> bool:
+            reply = stub(brokers[owner], stack).CommitOffsets(pb.CommitOffsetsRequest(consumer_group=g, offsets=offsets))
+            return bool(reply.error_code == pb.NONE)
+        wait_for(committed, what="both partitions of t in the cluster-wide map")
+        admin = apb_grpc.AdminStub(stack.enter_context(grpc.insecure_channel(brokers[owner].grpc_address)))  # type: ignore[no-untyped-call]
+        lags = {p.partition: p for p in admin.DescribeGroup(apb.DescribeGroupRequest(consumer_group=g)).partitions}
+        assert set(lags) == {0, 1}
+        for lag in lags.values():
+            assert lag.end_offset == lag.lag_bytes > 0 and 0 <= lag.lag_seconds < 60, lag
+
+
 def test_graceful_move_keeps_every_commit(tmp_path: Path, zk_connect: str, zk: KazooClient) -> None:
     """A group whose coordinator shuts down cleanly continues on another broker with its last commit, however recent."""
     ids = [1, 2, 3]
