@@ -152,12 +152,16 @@ class RequestHandlers:
 
     # ---------------------------------------------------------------- offsets and topics
 
+    def _log_with_count(self, topic: str, partition: int, count: int, what: str) -> Any:
+        """The log of a partition for a request asking for ``count`` items (never negative)."""
+        validate_topic(topic)
+        if count < 0:
+            raise InvalidRequest(f"{what} {count} is negative")
+        return self.logs.get(topic, partition)
+
     def offsets(self, conn: Connection, req: rq.OffsetsRequest) -> Slot:
         try:
-            validate_topic(req.topic)
-            if req.max_number < 0:
-                raise InvalidRequest(f"max number {req.max_number} is negative")
-            partition_log = self.logs.get(req.topic, req.partition)
+            partition_log = self._log_with_count(req.topic, req.partition, req.max_number, "max number")
             offsets = partition_log.offsets_before(req.time, req.max_number)
         except UnknownTopic:
             # Kafka 0.7 (Log.getEmptyOffsets): [0] for latest/earliest, nothing otherwise
@@ -168,10 +172,7 @@ class RequestHandlers:
 
     def time_index(self, conn: Connection, req: rq.TimeIndexRequest) -> Slot:
         try:
-            validate_topic(req.topic)
-            if req.max_entries < 0:
-                raise InvalidRequest(f"max entries {req.max_entries} is negative")
-            partition_log = self.logs.get(req.topic, req.partition)
+            partition_log = self._log_with_count(req.topic, req.partition, req.max_entries, "max entries")
             entries = partition_log.time_entries(req.offset, min(req.max_entries, MAX_TIME_ENTRIES))
         except BrokerError as exc:
             return Slot([rq.encode_time_index_response(int(exc.code), [])])
