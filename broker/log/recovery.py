@@ -129,7 +129,7 @@ class _Recovery:
 
     def rescan(self, segment: Segment, reason: str) -> _ScanOutcome:
         outcome = scan_segment(segment, self.config.max_message_size, self.config.index_interval_bytes)
-        segment.rebuild_index(outcome.positions, _rebuilt_times(segment, outcome.positions))
+        segment.rebuild_index(*_rebuilt_entries(segment, outcome.positions, outcome.valid_end))
         self.scanned.append(segment)
         self.log.info("recovery.scanned", file=segment.path, reason=reason, bytes=segment.size,
                       valid_bytes=outcome.valid_end, index_entries=len(outcome.positions))
@@ -238,26 +238,40 @@ def recover_segments(segments: list[Segment], config: LogConfig, recovery_point:
     return kept, state.report(clean, recovery_point)
 
 
-def _rebuilt_times(segment: Segment, positions: array[int]) -> array[int]:
-    """Times for rebuilt entries: the old index's where positions agree, else the mtime."""
+def _rebuilt_entries(segment: Segment, scanned: array[int], valid_end: int) -> tuple[array[int], array[int]]:
+    """The index of a rescanned segment, keeping what the old index knew.
+
+    Entries: the scan's marks (every ``log.index.interval.bytes``) plus the old index's
+    entries that are still message boundaries before ``valid_end`` (its time entries, and
+    byte marks placed relative to them, which a scan does not reproduce). Times: an old
+    entry keeps its own; a mark the old index lacks gets the time of the entry before it,
+    which is never later than its true append time (the segment file's modification
+    time when there is none). Only the old index's sane prefix (positions increasing,
+    times not decreasing) is used.
+    """
     old_positions, old_times = segment.index.read_raw(segment.size)
-    limit = min(len(old_positions), len(positions))
-    same = limit
-    if old_positions[:limit] != positions[:limit]:
-        low, high = 0, limit  # the longest common prefix: old[:low] == new[:low]
-        while low < high:
-            mid = (low + high + 1) // 2
-            if old_positions[:mid] == positions[:mid]:
-                low = mid
-            else:
-                high = mid - 1
-        same = low
-    times = old_times[:same]
-    if times.tolist() != sorted(times.tolist()):
-        times = array("q")
-    fill = max(segment.mtime_ms, times[-1] if times else segment.mtime_ms)
-    times.extend(array("q", [fill]) * (len(positions) - len(times)))
-    return times
+    known: dict[int, int] = {}
+    previous_position, previous_time = -1, None
+    for position, time_ms in zip(old_positions, old_times):
+        if position <= previous_position or position >= valid_end or (
+                previous_time is not None and time_ms < previous_time):
+            break
+        known[position] = time_ms
+        previous_position, previous_time = position, time_ms
+    marks = set(scanned)
+    for position in list(known):
+        if position not in marks:
+            floor = scanned[max(0, bisect_right(scanned, position) - 1)] if scanned else 0
+            if floor > position or segment.hop(floor, position) != position:
+                del known[position]  # not a message boundary (any more)
+    positions = array("I", sorted(marks | known.keys()))
+    times = array("q")
+    last: int | None = None
+    for position in positions:
+        time_ms = known.get(position, last if last is not None else segment.mtime_ms)
+        last = time_ms if last is None else max(time_ms, last)
+        times.append(last)
+    return positions, times
 
 
 def _find_valid_after(segment: Segment, start: int, max_message_size: int) -> int:

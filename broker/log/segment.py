@@ -159,6 +159,11 @@ class Segment:
             return False
         return self._hop(last, self.size) == self.size
 
+    def hop(self, boundary: int, target: int) -> int:
+        """The last message boundary <= ``target``, reached from the known ``boundary`` by
+        following length headers (recovery checks old index entries with it)."""
+        return self._hop(boundary, target)
+
     def _hop(self, position: int, target: int) -> int:
         """From the boundary ``position``, follow lengths; return the last boundary <= target."""
         block = b""

@@ -95,3 +95,55 @@ def test_time_entries_outside_the_log_raise(tmp_path, clock, offset):
     with pytest.raises(OffsetOutOfRange):
         log.time_entries(offset, 10)
     log.close()
+
+
+def test_unclean_restart_keeps_time_entries_and_never_dates_later(tmp_path, clock):
+    """A crash rescans the segment: persisted time entries keep their times, the unflushed tail
+    gets the last known time (never later than the truth), and every entry is a message start."""
+    config = LogConfig(index_interval_bytes=4096, index_interval_ms=1000)
+    log = Log.open(str(tmp_path), "t", 0, config, clock)
+    truth = []
+    for i in range(40):
+        if i == 30:
+            log.flush()  # persists the index: entries of the first 30 appends
+            flushed = _entries(log)
+        info = log.append(encode_message_set([b"s" * 100]))
+        truth.append((info.first_offset, int(clock.now * 1000)))
+        clock.now += 1.5  # every append gets a time entry; none gets a byte-interval mark
+    assert len(flushed) == 30
+    for segment in log.segments:
+        segment.close()  # a crash: no clean-shutdown marker, the last 10 entries never written
+    again = Log.open(str(tmp_path), "t", 0, config, clock)
+    assert again.recovery_report.segments_scanned == 1
+    assert _entries(again)[:30] == flushed
+    for offset, true_ms in truth[:30]:
+        assert again.append_time_ms(offset) == true_ms
+    for offset, true_ms in truth[30:]:
+        assert again.append_time_ms(offset) == truth[29][1] <= true_ms
+    boundaries = {o for o, _ in truth}
+    assert {o for o, _ in _entries(again)} <= boundaries
+    again.close()
+
+
+def test_unclean_restart_drops_old_entries_that_are_not_message_starts(tmp_path, clock):
+    """An old index entry that is no longer a message boundary is dropped by the rebuild."""
+    config = LogConfig(index_interval_bytes=4096, index_interval_ms=1000)
+    log = Log.open(str(tmp_path), "t", 0, config, clock)
+    starts = []
+    for _ in range(5):
+        starts.append(log.append(encode_message_set([b"q" * 100])).first_offset)
+        clock.now += 2
+    log.flush()
+    index_path = log.segments[0].index.path
+    for segment in log.segments:
+        segment.close()
+    import struct
+    with open(index_path, "r+b") as f:  # entry 2 now points inside message 2
+        f.seek(2 * 12)
+        f.write(struct.pack(">I", starts[2] + 7))
+    again = Log.open(str(tmp_path), "t", 0, config, clock)
+    offsets = [o for o, _ in _entries(again)]
+    assert starts[2] + 7 not in offsets and set(offsets) <= set(starts) and 0 in offsets
+    times = [t for _, t in _entries(again)]
+    assert times == sorted(times)
+    again.close()
