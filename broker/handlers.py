@@ -26,7 +26,6 @@ from rill.client.topics import validate_topic
 log = structlog.get_logger(__name__)
 
 MAX_PARTITIONS = 10_000  # CREATE_TOPIC on the data plane: stricter than LogManager's own bound (100 000)
-MAX_TIME_ENTRIES = 65_536  # TIME_INDEX: entries in one answer at most (1 MiB)
 
 
 class RequestHandlers:
@@ -173,7 +172,7 @@ class RequestHandlers:
     def time_index(self, conn: Connection, req: rq.TimeIndexRequest) -> Slot:
         try:
             partition_log = self._log_with_count(req.topic, req.partition, req.max_entries, "max entries")
-            entries = partition_log.time_entries(req.offset, min(req.max_entries, MAX_TIME_ENTRIES))
+            entries = partition_log.time_entries(req.offset, min(req.max_entries, rq.TIME_INDEX_MAX_ENTRIES))
         except BrokerError as exc:
             return Slot([rq.encode_time_index_response(int(exc.code), [])])
         return Slot([rq.encode_time_index_response(0, entries)])

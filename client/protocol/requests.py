@@ -44,6 +44,7 @@ class Acks(IntEnum):
 
 LATEST_TIME = -1
 EARLIEST_TIME = -2
+TIME_INDEX_MAX_ENTRIES = 65_536  # TIME_INDEX: the most entries a broker puts in one answer (1 MiB)
 ANY_PARTITION = -1  # on produce: the broker picks the partition
 
 _FETCH_MIN = 2 + 4 + 8 + 4  # an empty topic, partition, offset, max size

@@ -17,6 +17,8 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 
+from rill.client.errors import OffsetOutOfRange
+from rill.client.protocol.requests import TIME_INDEX_MAX_ENTRIES
 from rill.client.simple import SimpleConsumer
 
 __all__ = ["AppendTimes", "PAGE_ENTRIES"]
@@ -32,22 +34,27 @@ class AppendTimes:
         self._client = client
         self._topic = topic
         self._partition = partition  # the broker's own number for the partition
-        self._page = page_entries
+        self._page = max(2, min(page_entries, TIME_INDEX_MAX_ENTRIES))  # 2: a page always moves on
         self._next = start  # where the next page starts (its floor entry comes back again)
         self._offsets: list[int] = []
         self._micros: list[int] = []
         self._exhausted = False
 
     def column(self, offsets: Sequence[int]) -> list[int | None]:
-        """The append time of each message at ``offsets`` (ascending, none before ``start``)."""
+        """The append time of each message at ``offsets`` (ascending, none before ``start``).
+
+        Raises:
+            OffsetOutOfRange: retention deleted the messages' segment meanwhile (the fetch
+                of these messages succeeded just before, so this is a narrow race).
+        """
         if not offsets:
             return []
-        self._load_past(offsets[-1])
+        self._load(offsets[0], offsets[-1])
         entry_offsets, micros = self._offsets, self._micros
         i = bisect_right(entry_offsets, offsets[0]) - 1
         out: list[int | None] = []
         pos, n = 0, len(offsets)
-        if i < 0:  # before the first entry (it was deleted by retention meanwhile): unknown
+        if i < 0:  # no entry at or before them (a broker never answers so): unknown
             pos = bisect_left(offsets, entry_offsets[0]) if entry_offsets else n
             out.extend([None] * pos)
             i = 0
@@ -58,10 +65,17 @@ class AppendTimes:
         self._forget_before(max(0, i - 2))
         return out
 
-    def _load_past(self, offset: int) -> None:
-        """Load pages until an entry lies beyond ``offset`` or the index has no more."""
-        while not self._exhausted and (not self._offsets or self._offsets[-1] <= offset):
-            page = self._client.time_index(self._topic, self._partition, self._next, self._page)
+    def _load(self, first: int, last: int) -> None:
+        """Load pages until an entry lies beyond ``last`` or the index has no more. A page
+        starts at ``first`` when the last one ended before it: the entries in between are
+        not needed, and may be in a segment retention has deleted since."""
+        while not self._exhausted and (not self._offsets or self._offsets[-1] <= last):
+            start = max(self._next, first)
+            try:
+                page = self._client.time_index(self._topic, self._partition, start, self._page)
+            except OffsetOutOfRange as exc:
+                raise OffsetOutOfRange(f"{self._topic}: the append times of offset {start} are no longer in the "
+                                       f"log (deleted by retention?): {exc}") from exc
             fresh = [(o, t) for o, t in page if not self._offsets or o > self._offsets[-1]]
             if not fresh:
                 self._exhausted = True

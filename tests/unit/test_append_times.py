@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from bisect import bisect_right
 
+import pytest
+
+from rill.client.errors import OffsetOutOfRange
 from rill.client.spark.append_times import AppendTimes
 
 
@@ -48,7 +51,7 @@ def test_messages_sharing_an_offset_and_entry_offsets() -> None:
 
 
 def test_messages_before_the_first_entry_are_unknown() -> None:
-    """When retention removed the floor entry meanwhile, those messages get None, later ones their time."""
+    """Should a broker answer without an entry at or before a message (it never does), that message gets None."""
     times = AppendTimes(FakeIndex(ENTRIES[5:]), "t", 0, 0)  # type: ignore[arg-type]
     assert times.column([100, 499, 500, 650]) == [None, None, _expected(500), _expected(650)]
 
@@ -59,3 +62,36 @@ def test_no_entries_at_all_gives_nulls() -> None:
     times = AppendTimes(fake, "t", 0, 0)  # type: ignore[arg-type]
     assert times.column([0, 10]) == [None, None] and times.column([20]) == [None]
     assert fake.requests == 1
+
+
+class RetainedIndex(FakeIndex):
+    """A broker whose retention deleted everything before ``log_start``."""
+
+    def __init__(self, entries: list[tuple[int, int]], log_start: int) -> None:
+        super().__init__(entries)
+        self.log_start = log_start
+
+    def time_index(self, topic: str, partition: int, offset: int, max_entries: int) -> list[tuple[int, int]]:
+        if offset < self.log_start:
+            raise OffsetOutOfRange(f"offset {offset} before {self.log_start}")
+        return super().time_index(topic, partition, offset, max_entries)
+
+
+def test_a_page_starts_at_the_batch_when_the_last_page_ended_before_it() -> None:
+    """After retention removed the last page's end, the next page is asked from the batch's first offset."""
+    index = RetainedIndex(ENTRIES, 0)
+    times = AppendTimes(index, "t", 0, 0, page_entries=3)  # type: ignore[arg-type]
+    assert times.column([0, 150]) == [_expected(0), _expected(150)]
+    index.log_start = 2000  # segments before 2000 deleted; the reader's next batch starts at 2050
+    assert times.column([2050, 2300]) == [_expected(2050), _expected(2300)]
+    index.log_start = 10_000
+    with pytest.raises(OffsetOutOfRange, match="deleted by retention"):
+        times.column([4990])
+
+
+def test_a_page_size_above_the_broker_cap_is_capped() -> None:
+    """Asking for more than the broker's 65,536 entries per answer would make every page look like the last."""
+    fake = FakeIndex(ENTRIES)
+    times = AppendTimes(fake, "t", 0, 0, page_entries=10**9)  # type: ignore[arg-type]
+    assert times.column([4999]) == [_expected(4999)]
+    assert AppendTimes(fake, "t", 0, 0, page_entries=1)._page == 2  # type: ignore[arg-type]
