@@ -71,8 +71,10 @@ def _source(spark: Any, bootstrap: str, topics: list[str], starting: str = "earl
 
 def reading_starts(bootstrap: str, topics: list[str], firsts: dict[tuple[str, int], int]) -> dict[str, dict[str, int]]:
     """``startingOffsets`` for the messages side: each partition from the index entry at or
-    before its first audited offset (the log start if that is gone), partitions nobody
-    audited not at all (-1, the log end). Older messages cannot fall in any range."""
+    before its first audited offset (-2, the log start, if that is gone), partitions
+    nobody audited not at all (-1, the log end). Older messages cannot fall in any range."""
+    from rill.client.errors import OffsetOutOfRange
+    from rill.client.protocol import requests as rq
     from rill.client.spark.planning import cluster
 
     with cluster(bootstrap) as c:
@@ -81,9 +83,14 @@ def reading_starts(bootstrap: str, topics: list[str], firsts: dict[tuple[str, in
         for (topic, partition), first in firsts.items():
             if partition >= counts.get(topic, 0):
                 continue  # a range naming a partition that does not exist: nothing to read, all missing
-            start, end = c.bounds((topic, partition))
-            if start < first < end:
-                start = c.client_for((topic, partition)).time_index(topic, c.number((topic, partition)), first, 1)[0][0]
+            log_start, end = c.bounds((topic, partition))
+            start = rq.EARLIEST_TIME  # -2: whatever the log start is when the job reads
+            if log_start < first < end:
+                try:
+                    start = c.client_for((topic, partition)).time_index(
+                        topic, c.number((topic, partition)), first, 1)[0][0]
+                except OffsetOutOfRange:
+                    pass  # retention moved the log start past it meanwhile: from the start
             elif first >= end:
                 start = end
             starts[topic][str(partition)] = start

@@ -123,6 +123,7 @@ def test_audit_reads_partitions_from_their_first_audited_offset(spark: Any, tmp_
                 firsts[("orders", part)] = min(first, firsts.get(("orders", part), first))
         starts = reading_starts(b.address, ["orders"], {**firsts, ("orders", 7): 0})
         assert 0 < starts["orders"]["0"] <= firsts[("orders", 0)]
+        assert reading_starts(b.address, ["orders"], {("orders", 0): 0})["orders"]["0"] == -2  # the log start
         assert set(starts) == {"orders"} and set(starts["orders"]) == {"0", "1"}
         with SimpleConsumer(b.host, b.port) as c:
             end = c.latest_offset("orders", 1)
