@@ -139,7 +139,7 @@ class SegmentIndex:
 
     def persist(self) -> None:
         """Append to the file the entries added since the last call (no fsync)."""
-        count = len(self.positions)
+        count = min(len(self.positions), len(self.times))  # an add() on the writer thread may be half done
         done = self._persisted
         if count > done:
             data = pack_entries(self.positions[done:count], self.times[done:count])

@@ -209,3 +209,16 @@ def test_append_time_of_an_offset_comes_from_the_time_index(tmp_path, clock) -> 
     assert log.append_time_ms(second.first_offset) == int(clock.now * 1000)
     assert log.append_time_ms(second.next_offset) is None
     log.close()
+
+
+def test_persist_writes_only_whole_entries_while_an_add_is_half_done(tmp_path):
+    """persist (flush thread) racing add (writer thread) between its two appends writes complete entries only."""
+    index = SegmentIndex(str(tmp_path / "i.index"), 64)
+    index.add([0, 100], 0, 5)
+    index.positions.append(200)  # add() interrupted after the position, before the time
+    index.persist()
+    assert (tmp_path / "i.index").read_bytes() == pack_entries(array("I", [0, 100]), array("q", [5, 5]))
+    index.times.append(6)  # the add completes; the next flush writes the rest
+    index.persist()
+    assert unpack_entries((tmp_path / "i.index").read_bytes()) == (array("I", [0, 100, 200]), array("q", [5, 5, 6]))
+    index.close()
