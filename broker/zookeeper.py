@@ -39,6 +39,7 @@ from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, N
 from kazoo.handlers.threading import KazooTimeoutError
 
 from rill.client.zookeeper.registry import encode_partition_map, parse_partition_map
+from rill.client.zookeeper.wake_loop import run_when_woken
 
 log = structlog.get_logger(__name__)
 
@@ -46,7 +47,6 @@ IDS_PATH = "/brokers/ids"
 TOPICS_PATH = "/brokers/topics"
 RILL_BROKERS_PATH = "/rill/brokers"
 RILL_TOPICS_PATH = "/rill/topics"
-RETRY_BACKOFF_S = 0.5
 
 
 class ZkRegistrationError(RuntimeError):
@@ -149,21 +149,7 @@ class ZkRegistration:
         self._wake.set()
 
     def _run(self) -> None:
-        while not self._stopping.is_set():
-            self._wake.wait()
-            self._wake.clear()
-            if self._stopping.is_set():
-                return
-            try:
-                self._sync()
-            except KazooException as exc:
-                log.warning("zookeeper.sync_failed", broker_id=self.broker_id, error=repr(exc))
-                self._stopping.wait(RETRY_BACKOFF_S)
-                self._wake.set()
-            except Exception:
-                log.exception("zookeeper.sync_error", broker_id=self.broker_id)
-                self._stopping.wait(RETRY_BACKOFF_S)
-                self._wake.set()
+        run_when_woken(self._stopping, self._wake, self._sync, failed="zookeeper.sync_failed", broker_id=self.broker_id)
 
     def _sync(self) -> None:
         if self.zk.state != KazooState.CONNECTED:

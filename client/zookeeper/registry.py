@@ -33,7 +33,9 @@ from typing import Any, NamedTuple
 
 import structlog
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.exceptions import NoNodeError
+
+from rill.client.zookeeper.wake_loop import run_when_woken
 
 log = structlog.get_logger(__name__)
 
@@ -41,7 +43,6 @@ IDS_PATH = "/brokers/ids"
 TOPICS_PATH = "/brokers/topics"
 RILL_BROKERS_PATH = "/rill/brokers"
 RILL_TOPICS_PATH = "/rill/topics"
-RETRY_BACKOFF_S = 0.5
 
 
 class BrokerRegistration(NamedTuple):
@@ -167,26 +168,18 @@ class RegistryView:
         self._wake.set()
 
     def _run(self) -> None:
-        while not self._stopping.is_set():
-            self._wake.wait()
-            self._wake.clear()
-            if self._stopping.is_set():
-                return
-            try:
-                snapshot = self._read()
-            except KazooException as exc:
-                log.warning("zookeeper.registry_read_failed", error=repr(exc))
-                self._stopping.wait(RETRY_BACKOFF_S)
-                self._wake.set()
-                continue
-            self._loaded.set()
-            if snapshot != self._snapshot:
-                self._snapshot = snapshot
-                for listener in list(self._listeners):
-                    try:
-                        listener(snapshot)
-                    except Exception:
-                        log.exception("zookeeper.registry_listener_failed")
+        run_when_woken(self._stopping, self._wake, self._refresh, failed="zookeeper.registry_read_failed")
+
+    def _refresh(self) -> None:
+        snapshot = self._read()
+        self._loaded.set()
+        if snapshot != self._snapshot:
+            self._snapshot = snapshot
+            for listener in list(self._listeners):
+                try:
+                    listener(snapshot)
+                except Exception:
+                    log.exception("zookeeper.registry_listener_failed")
 
     def _read(self) -> ClusterSnapshot:
         brokers: dict[int, BrokerRegistration] = {}
