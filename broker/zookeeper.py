@@ -38,15 +38,13 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
-from rill.client.zookeeper.registry import encode_partition_map, parse_partition_map
+from rill.client.zookeeper.ephemeral import create_or_adopt
+from rill.client.zookeeper.registry import (IDS_PATH, RILL_BROKERS_PATH, RILL_TOPICS_PATH, TOPICS_PATH,
+                                            encode_partition_map, parse_partition_map)
 from rill.client.zookeeper.wake_loop import run_when_woken
 
 log = structlog.get_logger(__name__)
 
-IDS_PATH = "/brokers/ids"
-TOPICS_PATH = "/brokers/topics"
-RILL_BROKERS_PATH = "/rill/brokers"
-RILL_TOPICS_PATH = "/rill/topics"
 
 
 class ZkRegistrationError(RuntimeError):
@@ -206,24 +204,14 @@ class ZkRegistration:
         deadline = time.monotonic() + self.session_timeout_s + 1.0
         warned = False
         while True:
-            try:
-                self.zk.create(path, value, ephemeral=True)
+            held = create_or_adopt(self.zk, path, value, session)
+            if held is None:
                 return
-            except NodeExistsError:
-                pass
-            try:
-                data, stat = self.zk.get(path)
-            except NoNodeError:
-                continue  # vanished meanwhile: create again
-            owner = int(stat.ephemeralOwner)
-            if owner == session:
-                if data != value:
-                    self.zk.set(path, value, version=stat.version)
-                return
+            owner, data = held.owner, held.data
             if owner in self._own_sessions:
                 log.info("zookeeper.stale_node_deleted", path=path, owner=hex(owner))
                 try:
-                    self.zk.delete(path, version=stat.version)
+                    self.zk.delete(path, version=held.version)
                 except NoNodeError:
                     pass
                 continue

@@ -30,6 +30,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from rill.client.zookeeper.assignment import Subscription, decode_subscription, encode_subscription
+from rill.client.zookeeper.ephemeral import create_or_adopt
 from rill.client.zookeeper.streams import PartitionKey
 
 __all__ = ["ConsumerIdInUse", "GroupDirs", "ZkGroup"]
@@ -100,27 +101,15 @@ class ZkGroup:
         self._ensure_parents(path)
         while True:
             session = self.session
-            try:
-                self.zk.create(path, value, ephemeral=True)
+            held = create_or_adopt(self.zk, path, value, session)
+            if held is None:
                 self._own_sessions.add(session)
                 return
-            except NodeExistsError:
-                pass
-            try:
-                data, stat = self.zk.get(path)
-            except NoNodeError:
-                continue
-            owner = int(stat.ephemeralOwner)
-            if owner == session:
-                if data != value:
-                    self.zk.set(path, value, version=stat.version)
-                self._own_sessions.add(session)
-                return
-            if owner not in self._own_sessions:
-                raise ConsumerIdInUse(f"{path} is held by another live session ({owner:#x}): two consumers "
+            if held.owner not in self._own_sessions:
+                raise ConsumerIdInUse(f"{path} is held by another live session ({held.owner:#x}): two consumers "
                                       f"of group {self.dirs.group!r} have the id {self.consumer!r}")
-            log.info("zookeeper_consumer.stale_registration_deleted", path=path, owner=hex(owner))
-            self._delete_at(path, stat.version)
+            log.info("zookeeper_consumer.stale_registration_deleted", path=path, owner=hex(held.owner))
+            self._delete_at(path, held.version)
 
     def unregister(self) -> None:
         path = self.dirs.id_path(self.consumer)
