@@ -126,17 +126,12 @@ class AdminServicer(apb_grpc.AdminServicer):
         return sorted(wanted)
 
     def _lag(self, topic: str, partition: int, committed: int, owner: str) -> apb.PartitionLag:
-        """Lag in bytes, and in seconds from the partition's time index (-1 when its broker cannot be asked)."""
+        """Lag in bytes, and in seconds from the partition's time index (asked of its broker in a cluster)."""
         try:
-            start, end = self.catalog.offset_range(topic, partition)
+            position, end, appended = self.catalog.lag_point(topic, partition, committed)
         except (BrokerError, KeyError):  # gone, or its broker is not alive: the end and the lag are unknown
             return apb.PartitionLag(topic=topic, partition=partition, committed_offset=committed, owner=owner,
                                     end_offset=-1, lag_bytes=-1, lag_seconds=-1)
-        position = max(committed if committed >= 0 else start, start)
-        try:
-            appended = self.catalog.append_time_ms(topic, partition, position)
-            seconds = max(0.0, time.time() - appended / 1000) if appended is not None else 0.0
-        except LookupError:
-            seconds = -1.0
+        seconds = max(0.0, time.time() - appended / 1000) if appended is not None else 0.0
         return apb.PartitionLag(topic=topic, partition=partition, committed_offset=committed, end_offset=end,
                                 lag_bytes=max(0, end - position), lag_seconds=round(seconds, 3), owner=owner)

@@ -97,24 +97,33 @@ class LogCatalog:
         found = plog.offsets_before(timestamp_ms, 1)
         return found[0] if found else plog.start_offset
 
-    def append_time_ms(self, topic: str, partition: int, offset: int) -> int | None:
-        """Append time of the message at ``offset`` (to one index interval); None at the log end.
+    def lag_point(self, topic: str, partition: int, committed: int) -> tuple[int, int, int | None]:
+        """(position, log end, append time ms of the message at position) for a committed offset.
 
-        For a partition on another broker, that broker's time index answers (TIME_INDEX).
-        Raises LookupError when that broker cannot be asked (not alive, no answer).
+        The position is the committed offset, or the log start when none is committed or
+        it is before the start; the time is None at the log end (to one index interval).
+        A partition on another broker is asked in one connection (OFFSETS, TIME_INDEX).
+
+        Raises:
+            KeyError: the partition does not exist, or its broker is not alive or did not answer.
         """
+        def point(start: int, end: int, time_at: Callable[[int], int | None]) -> tuple[int, int, int | None]:
+            position = max(committed if committed >= 0 else start, start)
+            return position, end, time_at(position) if position < end else None
+
         where = self._where(topic, partition)
         if where.remote:
-            def when(c: SimpleConsumer, p: int) -> int | None:
-                if offset >= c.latest_offset(topic, p):
-                    return None
-                entries = c.time_index(topic, p, offset, 1)
-                return entries[0][1] if entries else None
-            try:
-                return self._ask(where, topic, when)
-            except KeyError as exc:
-                raise LookupError(str(exc)) from exc
-        return self._log(where, topic).append_time_ms(offset)
+            def remote(c: SimpleConsumer, p: int) -> tuple[int, int, int | None]:
+                def time_at(offset: int) -> int | None:
+                    entries = c.time_index(topic, p, offset, 1)
+                    return entries[0][1] if entries else None
+                return point(c.earliest_offset(topic, p), c.latest_offset(topic, p), time_at)
+            return self._ask(where, topic, remote)
+        try:
+            plog = self._log(where, topic)
+        except BrokerError as exc:
+            raise KeyError(f"{topic}-{partition}") from exc
+        return point(plog.start_offset, plog.end_offset, plog.append_time_ms)
 
     def _ask(self, where: _Where, topic: str, call: Callable[[SimpleConsumer, int], T]) -> T:
         """``call(client, its partition number)`` on the partition's leader; KeyError when it cannot answer."""
