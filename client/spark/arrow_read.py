@@ -53,21 +53,19 @@ def arrow_schema() -> Any:
     return to_arrow_schema(spark_schema())
 
 
-def batch_of(messages: list[Message], topic: str, partition: int, schema: Any,
-             micros: list[int | None] | None = None) -> Any:
-    """One RecordBatch of ``messages`` (all of ``topic``-``partition``), appended at ``micros``
-    (microseconds since the epoch, one per message; None: unknown)."""
+def batch_of(messages: list[Message], topic: str, partition: int, schema: Any, times: AppendTimes) -> Any:
+    """One RecordBatch of ``messages`` (all of ``topic``-``partition``), stamped from ``times``."""
     import pyarrow as pa  # type: ignore[import-untyped]
 
     n = len(messages)
+    offsets = [m.offset for m in messages]
     return pa.RecordBatch.from_arrays([
         pa.nulls(n, pa.binary()),
         pa.array([m.value for m in messages], pa.binary()),
         pa.repeat(pa.scalar(topic, pa.string()), n),
         pa.repeat(pa.scalar(partition, pa.int32()), n),
-        pa.array([m.offset for m in messages], pa.int64()),
-        pa.nulls(n, schema.field("timestamp").type) if micros is None
-        else pa.array(micros, schema.field("timestamp").type),
+        pa.array(offsets, pa.int64()),
+        pa.array(times.column(offsets), schema.field("timestamp").type),
         pa.repeat(pa.scalar(LOG_APPEND_TIME, pa.int32()), n),
     ], schema=schema)
 
@@ -96,6 +94,6 @@ def read_range(r: ByteRange, fetch_bytes: int) -> Iterator[Any]:
                                        f"end {r.end} (was it truncated?)")
             if messages[-1].offset >= r.end:
                 messages = [m for m in messages if m.offset < r.end]
-            yield batch_of(messages, r.topic, r.partition, schema, times.column([m.offset for m in messages]))
+            yield batch_of(messages, r.topic, r.partition, schema, times)
             offset = messages[-1].next_offset  # the last message of a fetch ends a whole wrapper
 
