@@ -18,12 +18,19 @@ from rill.broker.catalog import LogCatalog
 from rill.broker.cluster import ClusterView
 from rill.broker.log.manager import LogManager
 from rill.client.protocol import requests as rq
-from rill.client.errors import BrokerError, InvalidTopic
+from rill.client.errors import BrokerError, InvalidPartitions, InvalidTopic, PartitionLimitReached, StorageError
 from rill.v1 import admin_pb2 as apb
 from rill.v1 import admin_pb2_grpc as apb_grpc
 from rill.v1 import coordinator_pb2 as pb
 
 log = structlog.get_logger(__name__)
+
+_CREATE_TOPIC_CODES: dict[type[BrokerError], pb.ErrorCode] = {
+    InvalidTopic: pb.INVALID_TOPIC,
+    InvalidPartitions: pb.INVALID_PARTITIONS,
+    PartitionLimitReached: pb.PARTITION_LIMIT_REACHED,
+    StorageError: pb.STORAGE_ERROR,
+}
 
 
 class AdminServicer(apb_grpc.AdminServicer):
@@ -62,12 +69,12 @@ class AdminServicer(apb_grpc.AdminServicer):
         return desc
 
     def CreateTopic(self, request: apb.CreateTopicRequest, context: grpc.ServicerContext) -> apb.CreateTopicResponse:
+        """Create a topic (the same limits as the data plane's CREATE_TOPIC: the log manager checks both)."""
         try:
             self.logs.create_topic(request.topic, request.partitions)
-        except InvalidTopic as exc:
-            return apb.CreateTopicResponse(error_code=pb.INVALID_TOPIC, error_message=str(exc))
         except BrokerError as exc:
-            return apb.CreateTopicResponse(error_code=pb.INVALID_REQUEST, error_message=str(exc))
+            return apb.CreateTopicResponse(error_code=_CREATE_TOPIC_CODES.get(type(exc), pb.INVALID_REQUEST),
+                                           error_message=str(exc))
         return apb.CreateTopicResponse(topic=self._describe_topic(request.topic))
 
     def ListTopics(self, request: apb.ListTopicsRequest, context: grpc.ServicerContext) -> apb.ListTopicsResponse:

@@ -18,6 +18,7 @@ from rill.broker.config import BrokerConfig
 from rill.broker.coordination import CoordinatorHost, advertised_host
 from rill.broker.handlers import RequestHandlers
 from rill.broker.log.manager import LogManager
+from rill.broker.log.open_files import OpenFiles
 from rill.broker.server import BrokerServer
 from rill.broker.zookeeper import ZkRegistration
 from rill.client.zookeeper.registry import RegistryView
@@ -31,7 +32,9 @@ class Broker:
         self.config = config
         self.logs = LogManager(
             config["log.dir"], config.log_config(), num_partitions=config["num.partitions"],
-            truncate_corrupt=config["log.recovery.truncate.corrupt"])
+            truncate_corrupt=config["log.recovery.truncate.corrupt"],
+            max_topic_partitions=config["num.partitions.max"], max_partitions=config["max.broker.partitions"],
+            open_files=OpenFiles(config["log.open.files.max"], config["log.open.files.idle.ms"]))
         try:
             self.server = BrokerServer(
                 config["host.name"], config["port"],

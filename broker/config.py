@@ -35,6 +35,16 @@ KEYS: tuple[Key, ...] = (
     Key("port", int, 9092, "Data-plane (Kafka 0.7 protocol) port; 0 picks a free port."),
     Key("log.dir", str, "./rill-data", "Directory holding the partitions."),
     Key("num.partitions", int, 1, "Partitions of a topic created automatically on first produce."),
+    Key("num.partitions.max", int, 10_000,
+        "Most partitions one topic may have (CREATE_TOPIC, Admin CreateTopic, num.partitions); checked before "
+        "anything touches the disk (error InvalidPartitions)."),
+    Key("max.broker.partitions", int, 100_000,
+        "Most partitions this broker holds, topics being created included (KIP-578's name); a creation that "
+        "would exceed it is refused with PartitionLimitReached."),
+    Key("log.open.files.max", int, 4096,
+        "Most segment and index files kept open at once (a least-recently-used cache): descriptors do not grow "
+        "with partitions. Files of data not yet fsynced stay open until synced, so this is a soft bound."),
+    Key("log.open.files.idle.ms", int, 600_000, "Close a cached segment or index file unused for this long."),
     Key("auto.create.topics.enable", bool, True, "Create a topic on first produce (Kafka 0.7 behaviour)."),
     Key("log.segment.bytes", int, 1024 ** 3, "Size at which the active segment rolls."),
     Key("log.roll.hours", float, 168.0, "Age at which the active segment rolls."),
@@ -146,7 +156,21 @@ class BrokerConfig:
         config = cls(values)
         config.log_config()  # validates the storage settings
         config._check_grpc()
+        config._check_limits()
         return config
+
+    def _check_limits(self) -> None:
+        v = self.values
+        if not 1 <= v["num.partitions.max"] <= v["max.broker.partitions"]:
+            raise ConfigError(f"num.partitions.max ({v['num.partitions.max']}) must be between 1 and "
+                              f"max.broker.partitions ({v['max.broker.partitions']})")
+        if not 1 <= v["num.partitions"] <= v["num.partitions.max"]:
+            raise ConfigError(f"num.partitions ({v['num.partitions']}) must be between 1 and "
+                              f"num.partitions.max ({v['num.partitions.max']})")
+        if v["log.open.files.max"] < 16:
+            raise ConfigError(f"log.open.files.max must be at least 16, got {v['log.open.files.max']}")
+        if v["log.open.files.idle.ms"] < 0:
+            raise ConfigError(f"log.open.files.idle.ms must not be negative, got {v['log.open.files.idle.ms']}")
 
     def _check_grpc(self) -> None:
         v = self.values

@@ -34,6 +34,7 @@ from rill.broker.catalog import LogCatalog
 from rill.broker.cluster import ClusterView
 from rill.broker.config import BrokerConfig, ConfigError
 from rill.broker.group_placement import GroupPlacement
+from rill.broker.log import checkpoint
 from rill.broker.log.config import LogConfig
 from rill.broker.log.log import Log
 from rill.broker.log.manager import LogManager
@@ -122,8 +123,11 @@ class CoordinatorHost:
                                     flush_interval_messages=2**62, flush_interval_ms=2**31 - 1,
                                     retention_ms=-1, retention_bytes=-1,
                                     max_message_bytes=OFFSETS_MAX_RECORD_BYTES)
-        self.records_log = Log.open(os.path.join(logs.data_dir, COORDINATOR_DIR), "offsets", 0, self.log_config,
-                                    clean=logs.clean_start, truncate_corrupt=config["log.recovery.truncate.corrupt"])
+        self.records_dir = os.path.join(logs.data_dir, COORDINATOR_DIR)
+        points = None if logs.clean_start else checkpoint.read_checkpoint(self.records_dir)
+        self.records_log = Log.open(self.records_dir, "offsets", 0, self.log_config, clean=logs.clean_start,
+                                    truncate_corrupt=config["log.recovery.truncate.corrupt"],
+                                    recovery_point=(points or {}).get(("offsets", 0), 0), open_files=logs.open_files)
         self.store = OffsetStore(self.records_log)
         self.timer = ThreadTimer()
         self.broker = pb.Broker(broker_id=config["broker.id"], host=advertised_host(config), port=data_port)
@@ -199,4 +203,10 @@ class CoordinatorHost:
         self.leave_cluster()
         self.stop()
         self.servicer.peers.close()
-        self.store.close()
+        try:
+            self.store.close()
+        finally:
+            try:
+                checkpoint.write_checkpoint(self.records_dir, {("offsets", 0): self.records_log.flushed_offset})
+            except OSError as exc:
+                log.error("coordinator.checkpoint_failed", error=exc.strerror or str(exc), directory=self.records_dir)

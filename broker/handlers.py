@@ -19,14 +19,12 @@ import structlog
 from rill.broker.cluster import ClusterView
 from rill.broker.delayed import DelayedFetches, FsyncAcks, ReadResult
 from rill.broker.network import Connection, Slot
+from rill.broker.topic_creation import DataPlaneTopics
 from rill.client.errors import BrokerError, ErrorCode, InvalidFetchSize, InvalidRequest, UnknownTopic
 from rill.client.protocol import requests as rq
 from rill.client.topics import validate_topic
 
 log = structlog.get_logger(__name__)
-
-MAX_PARTITIONS = 10_000  # CREATE_TOPIC on the data plane: stricter than LogManager's own bound (100 000)
-
 
 class RequestHandlers:
     """Serves every request type against a LogManager."""
@@ -40,6 +38,7 @@ class RequestHandlers:
         self.max_wait_ms = max_wait_ms
         self.cluster = cluster or ClusterView(logs, lambda: rq.BrokerInfo(0, str(server.host), int(server.port), 0))
         self.delayed = DelayedFetches(server, self.read)
+        self.topics = DataPlaneTopics(server, logs, auto_create)
         self._round_robin: dict[str, itertools.count[int]] = {}
         self._table: dict[int, Callable[[Connection, Any], Slot | None]] = {
             rq.RequestType.PRODUCE: self.produce,
@@ -60,14 +59,19 @@ class RequestHandlers:
 
     # ---------------------------------------------------------------- produce
 
-    def append(self, req: rq.ProduceRequest) -> tuple[rq.PartitionAck, Any]:
-        """Append one partition's message set: (ack, the partition's log or None on error)."""
+    def append(self, req: rq.ProduceRequest, refused: Mapping[str, BrokerError]) -> tuple[rq.PartitionAck, Any]:
+        """Append one partition's message set: (ack, the partition's log or None on error).
+
+        ``refused`` are topics whose auto-creation failed (from :meth:`DataPlaneTopics.ensure`).
+        """
         partition = req.partition
         try:
             validate_topic(req.topic)
+            if req.topic in refused:
+                raise refused[req.topic]
             if partition == rq.ANY_PARTITION:
                 partition = self._pick_partition(req.topic)
-            partition_log = self._log_for_produce(req.topic, partition)
+            partition_log = self.logs.get(req.topic, partition)
             info = partition_log.append(req.messages)
         except BrokerError as exc:
             log.info("produce.refused", topic=req.topic, partition=partition, error=exc.code.name, reason=str(exc))
@@ -76,39 +80,31 @@ class RequestHandlers:
         return rq.PartitionAck(0, partition, info.first_offset, info.next_offset), partition_log
 
     def _pick_partition(self, topic: str) -> int:
-        count = self._partition_count(topic)
-        counter = self._round_robin.setdefault(topic, itertools.count())
-        return next(counter) % count
-
-    def _partition_count(self, topic: str) -> int:
         count = self.logs.topics().get(topic)
-        if count is None:
-            count = self.logs.get_or_create(topic) if self.auto_create else 0
         if not count:
-            raise UnknownTopic(f"unknown topic {topic!r}")
-        return int(count)
+            raise UnknownTopic(f"unknown topic {topic!r}" + ("" if self.auto_create else
+                                                             " (auto.create.topics.enable is false)"))
+        counter = self._round_robin.setdefault(topic, itertools.count())
+        return next(counter) % int(count)
 
-    def _log_for_produce(self, topic: str, partition: int) -> Any:
-        if topic not in self.logs.topics():
-            if not self.auto_create:
-                raise UnknownTopic(f"unknown topic {topic!r} (auto.create.topics.enable is false)")
-            self.logs.get_or_create(topic)
-        return self.logs.get(topic, partition)
+    def _append_all(self, conn: Connection, produces: list[rq.ProduceRequest]) -> list[tuple[rq.PartitionAck, Any]]:
+        """Create missing topics first (may raise Deferred, before anything is appended), then append each."""
+        refused = self.topics.ensure(conn, (p.topic for p in produces))
+        return [self.append(p, refused) for p in produces]
 
     def produce(self, conn: Connection, req: rq.ProduceRequest) -> None:
-        self.append(req)
+        self._append_all(conn, [req])
         return None
 
     def multiproduce(self, conn: Connection, req: rq.MultiProduceRequest) -> None:
-        for produce in req.produces:
-            self.append(produce)
+        self._append_all(conn, req.produces)
         return None
 
     def produce_ack(self, conn: Connection, req: rq.ProduceAckRequest) -> Slot:
         if req.acks not in (rq.Acks.APPEND, rq.Acks.FSYNC):
             acks = [rq.PartitionAck(int(ErrorCode.INVALID_REQUEST), p.partition, -1, -1) for p in req.produces]
             return Slot([rq.encode_produce_ack_response(acks)])
-        results = [self.append(p) for p in req.produces]
+        results = self._append_all(conn, req.produces)
         acks = [ack for ack, _ in results]
         if req.acks == rq.Acks.APPEND:
             return Slot([rq.encode_produce_ack_response(acks)])
@@ -183,13 +179,7 @@ class RequestHandlers:
         return Slot([rq.encode_metadata_response(0, self.cluster.brokers(), rows)])
 
     def create_topic(self, conn: Connection, req: rq.CreateTopicRequest) -> Slot:
-        try:
-            if req.partitions > MAX_PARTITIONS:
-                raise InvalidRequest(f"partitions must be 1..{MAX_PARTITIONS}")
-            self.logs.create_topic(req.topic, req.partitions)  # validates the name and the range
-        except BrokerError as exc:
-            return Slot([rq.encode_create_topic_response(int(exc.code), self.logs.topics().get(req.topic, 0))])
-        return Slot([rq.encode_create_topic_response(0, self.logs.topics()[req.topic])])
+        return self.topics.create_topic(conn, req)
 
 
 def _metadata_row(name: str, cluster: ClusterView) -> rq.TopicMetadata:

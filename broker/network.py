@@ -7,6 +7,11 @@ an fsync acknowledgement), and the writer sends slots from the head as they beco
 ready. Parts are ``bytes`` or file slices (objects with ``file``, ``position`` and
 ``length``), which go out with ``os.sendfile`` straight from the page cache.
 
+A handler that cannot serve a request yet (it needs a topic that is being created)
+raises :class:`Deferred`: the connection holds that frame, reads nothing more, and
+handles the frame again once the future is done (the server calls :meth:`resume`),
+so requests keep their order and other connections are not held up.
+
 Not thread-safe: every method runs on the broker's event-loop thread.
 """
 
@@ -17,6 +22,7 @@ import socket
 import time
 from collections import deque
 from collections.abc import Callable
+from concurrent.futures import Future
 from typing import Any, Protocol
 
 import structlog
@@ -53,6 +59,20 @@ class Slot:
 Handler = Callable[["Connection", memoryview], "Slot | None"]
 
 
+class Deferred(Exception):
+    """Raised by a handler that can serve its request only once ``future`` is done.
+
+    The handler must not have changed anything before raising: the frame is handled
+    again from the start, with this object added to :attr:`Connection.deferrals`
+    (``key`` says what it waited for, for example a topic name).
+    """
+
+    def __init__(self, future: Future[Any], key: str = "") -> None:
+        super().__init__(f"request deferred until {key or 'a future'} is done")
+        self.future = future
+        self.key = key
+
+
 class Connection:
     def __init__(self, sock: socket.socket, addr: Any, max_request_size: int) -> None:
         self.sock = sock
@@ -67,6 +87,10 @@ class Connection:
         self.last_active = time.monotonic()
         self.closed = False
         self.events = 0  # what the selector watches for this connection now
+        self.held: memoryview | None = None  # a frame whose handler raised Deferred
+        self.waiting_for: Deferred | None = None
+        self.deferrals: list[Deferred] = []
+        """What the frame being handled waited for so far (each future done), oldest first."""
 
     # ---------------------------------------------------------------- reading
 
@@ -90,17 +114,37 @@ class Connection:
         return True
 
     def process_frames(self, handle: Handler) -> None:
-        """Handle buffered whole frames while fewer than MAX_PENDING_SLOTS responses wait."""
-        while len(self.pending) < MAX_PENDING_SLOTS:
-            frame = self.decoder.next_frame()
+        """Handle buffered whole frames while fewer than MAX_PENDING_SLOTS responses wait.
+
+        Stops at a frame whose handler raises :class:`Deferred` (see :meth:`resume`).
+        """
+        while self.accepting_requests():
+            frame = self.held if self.held is not None else self.decoder.next_frame()
             if frame is None:
                 return
-            slot = handle(self, frame)
+            try:
+                slot = handle(self, frame)
+            except Deferred as deferred:
+                self.held, self.waiting_for = frame, deferred
+                return
+            self.held = None
+            self.deferrals = []
             if slot is not None:
                 self.pending.append(slot)
 
+    def resume(self, handle: Handler) -> None:
+        """The held frame's future is done: handle it again, then what follows it."""
+        if self.waiting_for is not None:
+            self.deferrals.append(self.waiting_for)
+            self.waiting_for = None
+        self.process_frames(handle)
+
+    def has_unhandled(self) -> bool:
+        """Whether a held frame or buffered bytes wait to be handled."""
+        return self.held is not None or self.decoder.pending_bytes() > 0
+
     def accepting_requests(self) -> bool:
-        return len(self.pending) < MAX_PENDING_SLOTS
+        return self.waiting_for is None and len(self.pending) < MAX_PENDING_SLOTS
 
     # ---------------------------------------------------------------- writing
 
@@ -174,4 +218,4 @@ class Connection:
                 pass
 
 
-__all__ = ["Connection", "Slot", "Part", "DecodeError"]
+__all__ = ["Connection", "Deferred", "Slot", "Part", "DecodeError"]

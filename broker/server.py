@@ -148,6 +148,7 @@ class BrokerServer(EventLoop):
         self.host, self.port = self.listener.getsockname()[:2]
         self._next_idle_check = time.monotonic() + IDLE_CHECK_INTERVAL
         self._dirty: set[Connection] = set()
+        self._waiting: set[Connection] = set()  # connections whose held frame waits for a future
 
     # ---------------------------------------------------------------- loop
 
@@ -223,6 +224,32 @@ class BrokerServer(EventLoop):
         if not alive:
             self.close_connection(conn)
             return
+        self._note_waiting(conn)
+        self.mark_dirty(conn)
+
+    def _note_waiting(self, conn: Connection) -> None:
+        """Resume ``conn`` on the loop once the future its held frame waits for is done."""
+        deferred = conn.waiting_for
+        if deferred is None or conn in self._waiting:
+            return
+        self._waiting.add(conn)
+        deferred.future.add_done_callback(lambda _: self.call_soon_threadsafe(lambda: self._resume(conn)))
+
+    def _resume(self, conn: Connection) -> None:
+        self._waiting.discard(conn)
+        if conn.closed or self.handle is None:
+            return
+        try:
+            conn.resume(self.handle)
+        except DecodeError as exc:
+            log.warning("broker.bad_frame", peer=str(conn.addr), error=str(exc))
+            self.close_connection(conn)
+            return
+        except Exception:  # a handler bug costs this connection only
+            log.exception("broker.handler_failed", peer=str(conn.addr))
+            self.close_connection(conn)
+            return
+        self._note_waiting(conn)
         self.mark_dirty(conn)
 
     def _flush_dirty(self) -> None:
@@ -232,8 +259,9 @@ class BrokerServer(EventLoop):
                 continue
             try:
                 done = conn.flush()
-                if done and conn.accepting_requests() and conn.decoder.pending_bytes() and self.handle:
+                if done and conn.accepting_requests() and conn.has_unhandled() and self.handle:
                     conn.process_frames(self.handle)  # frames buffered while reading was paused
+                    self._note_waiting(conn)
                     done = conn.flush()
             except DecodeError as exc:
                 log.warning("broker.bad_frame", peer=str(conn.addr), error=str(exc))

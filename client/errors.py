@@ -15,7 +15,9 @@ Hierarchy::
     │   ├── UnknownTopic            (8)  the topic does not exist (rill requests only)
     │   ├── RequestTimedOut         (9)  an acknowledgement did not come in time
     │   ├── StorageError            (10) the broker could not write or sync the log
-    │   └── InvalidRequest          (11) a well-framed request with bad fields
+    │   ├── InvalidRequest          (11) a well-framed request with bad fields
+    │   ├── InvalidPartitions       (12) a partition count outside 1 .. num.partitions.max
+    │   └── PartitionLimitReached   (13) the broker already holds max.broker.partitions
     ├── CorruptMessageError         a fetched message failed its CRC check
     └── ConnectionClosed            the peer closed the connection
 
@@ -43,6 +45,8 @@ class ErrorCode(IntEnum):
     REQUEST_TIMED_OUT = 9
     STORAGE_ERROR = 10
     INVALID_REQUEST = 11
+    INVALID_PARTITIONS = 12
+    PARTITION_LIMIT_REACHED = 13
 
 
 class RillError(Exception):
@@ -113,6 +117,14 @@ class InvalidRequest(BrokerError):
     code = ErrorCode.INVALID_REQUEST
 
 
+class InvalidPartitions(BrokerError):
+    code = ErrorCode.INVALID_PARTITIONS
+
+
+class PartitionLimitReached(BrokerError):
+    code = ErrorCode.PARTITION_LIMIT_REACHED
+
+
 class CorruptMessageError(RillError):
     """A message read from a broker failed its CRC or framing check; never delivered."""
 
@@ -126,7 +138,7 @@ _BY_CODE: dict[int, type[BrokerError]] = {
     for cls in (
         UnknownError, OffsetOutOfRange, InvalidMessage, WrongPartition, InvalidFetchSize,
         MessageTooLarge, InvalidTopic, InvalidOffset, UnknownTopic, RequestTimedOut,
-        StorageError, InvalidRequest,
+        StorageError, InvalidRequest, InvalidPartitions, PartitionLimitReached,
     )
 }
 

@@ -30,7 +30,7 @@ class LogSlice(Protocol):
     """A byte range of one segment file (``rill.broker.log.FileSlice``)."""
 
     @property
-    def file(self) -> _Descriptor: ...
+    def file(self) -> _Descriptor | None: ...  # None for an empty slice
     @property
     def position(self) -> int: ...
     @property
@@ -98,7 +98,7 @@ def read_messages(log: RecordLog, read_bytes: int, logger: Any) -> Iterator[tupl
     size = read_bytes
     while offset < end:
         piece = log.read(offset, size)
-        if piece.length == 0:  # the end of a segment: go on with the next one
+        if piece.length == 0 or piece.file is None:  # the end of a segment: go on with the next one
             offset = _next_base(log, offset)
             continue
         data = _pread(piece.file.fileno(), piece.length, piece.position)

@@ -3,7 +3,8 @@
 It wakes every ``min(flush_interval_ms, 100)`` ms, or at once when signalled, asks
 its target (the LogManager) to flush the logs that need it (M messages or S
 seconds), flushes the logs someone asked to have flushed soon (produces that wait
-for the fsync), and every ``retention_check_interval_ms`` applies retention.
+for the fsync), lets the target do its housekeeping (the recovery-point checkpoint,
+closing idle files), and every ``retention_check_interval_ms`` applies retention.
 
 Signals: :meth:`Flusher.wake` (the LogManager hooks it to each log's ``flush_signal``,
 raised when a log reaches ``flush_interval_messages``); :meth:`Flusher.flush_soon`
@@ -43,6 +44,8 @@ class FlushTarget(Protocol):
     def flush_due(self, now: float) -> int: ...
 
     def run_retention(self, now: float) -> int: ...
+
+    def housekeeping(self, now: float) -> None: ...
 
 
 class Flusher(threading.Thread):
@@ -95,6 +98,7 @@ class Flusher(threading.Thread):
             now = self._clock.time()
             self._guarded(self._flush_urgent, now)
             self._guarded(self._target.flush_due, now)
+            self._guarded(self._target.housekeeping, now)
             if now >= next_retention:
                 self._guarded(self._target.run_retention, now)
                 next_retention = now + self._retention_interval

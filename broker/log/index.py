@@ -15,15 +15,19 @@ floor entry, then a few hops through length headers, bounded by the interval; se
 segment.py) and the offsets appended before a time (OFFSETS requests, rewinds).
 
 In memory it is two ``array`` objects (12 bytes per entry: a 5 GB log of 200-byte
-messages at the default interval needs about 16 MB). Entries are appended to the
-file lazily by :meth:`SegmentIndex.persist`, called by a flush just before the
-segment and index are fsynced; entries of unflushed data need not be durable
-because recovery rebuilds the index of every segment after the recovery point.
+messages at the default interval needs about 16 MB). A segment loads its index when
+first asked for it (segment.py), so a broker with many partitions starts without
+reading every index. Entries are appended to the file lazily by a flush
+(``Segment.flush`` writes :meth:`SegmentIndex.unpersisted`) just before the segment and
+index are fsynced; entries of unflushed data need not be durable because recovery
+rebuilds the index from the recovery point on. The file is created by the first
+flush that has entries to write: an empty segment has no index file.
 
 Thread-safety: :meth:`add` and the lookups run on the log's writer thread; the
-flushing thread calls :meth:`persist` and :meth:`fsync`, which only read entries
-that already exist (arrays only grow outside of recovery, and each array operation
-is atomic under the GIL). Loading and resetting happen before the log is shared.
+flushing thread calls :meth:`unpersisted` and :meth:`persisted`, which only read
+entries that already exist (arrays only grow outside of recovery, and each array
+operation is atomic under the GIL). Loading and resetting happen while the segment
+loads its index, under the segment's load lock.
 """
 
 from __future__ import annotations
@@ -34,7 +38,6 @@ from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
 
-from rill.broker.log import files
 
 ENTRY_SIZE = 12
 _POS_TYPE = "I"
@@ -77,7 +80,14 @@ def unpack_entries(data: bytes) -> tuple[array[int], array[int]]:
 
 
 class SegmentIndex:
-    """The index of one segment: ``positions[i]`` was appended at ``times[i]`` (ms)."""
+    """The index of one segment: ``positions[i]`` was appended at ``times[i]`` (ms).
+
+    Holds the entries in memory only; the segment reads and writes its file
+    (``Segment.flush``, ``Segment.rebuild_index``) through the open-files cache, so an
+    index costs no descriptor while nobody writes it. ``path`` names that file.
+    """
+
+    __slots__ = ("path", "interval", "positions", "times", "_persisted")
 
     def __init__(self, path: str, interval: int) -> None:
         self.path = path
@@ -85,31 +95,24 @@ class SegmentIndex:
         self.positions: array[int] = array(_POS_TYPE)
         self.times: array[int] = array(_TIME_TYPE)
         self._persisted = 0
-        self._fd = -1
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
 
     def __len__(self) -> int:
         return len(self.positions)
 
     # -- loading -----------------------------------------------------------------------
 
-    def read_raw(self, segment_size: int) -> tuple[array[int], array[int]]:
-        """The entries currently in the file, unchecked (at most what ``segment_size`` allows)."""
-        size = min(os.fstat(self._fd).st_size, (segment_size // 9 + 1) * ENTRY_SIZE)
-        return unpack_entries(_pread_all(self._fd, size, 0))
-
-    def load_trusted(self, segment_size: int) -> bool:
-        """Load the file if it passes the sanity checks; return whether it did.
+    def load_trusted(self, data: bytes, segment_size: int) -> bool:
+        """Take the entries of the file's bytes ``data`` if they pass the sanity checks.
 
         Checks: whole entries only, no more entries than the segment could hold, the
         first at position 0 (none for an empty segment), positions strictly increasing
         and below ``segment_size``, times non-decreasing. The caller also checks that
         the last entry is a message boundary (see ``Segment.check_index_tail``).
+        Returns whether the entries were taken.
         """
-        size = os.fstat(self._fd).st_size
-        if size % ENTRY_SIZE or size // ENTRY_SIZE > segment_size // 9 + 1:
+        if len(data) % ENTRY_SIZE or len(data) // ENTRY_SIZE > max_entries(segment_size):
             return False
-        positions, times = unpack_entries(_pread_all(self._fd, size, 0))
+        positions, times = unpack_entries(data)
         if not _sane(positions, times, segment_size):
             return False
         self.positions, self.times = positions, times
@@ -117,11 +120,13 @@ class SegmentIndex:
         return True
 
     def reset(self, positions: array[int], times: array[int]) -> None:
-        """Replace every entry (after a rebuild) and rewrite the file; not fsynced."""
+        """Replace every entry (a rebuild); the caller rewrites the file with :meth:`encoded`."""
         self.positions, self.times = positions, times
-        os.ftruncate(self._fd, 0)
-        files.pwrite_all(self._fd, pack_entries(positions, times), 0, self.path)
         self._persisted = len(positions)
+
+    def encoded(self) -> bytes:
+        """Every entry in the file format."""
+        return pack_entries(self.positions, self.times)
 
     # -- appending ---------------------------------------------------------------------
 
@@ -137,17 +142,21 @@ class SegmentIndex:
             self.positions.append(base + mark)
             self.times.append(time_ms)
 
-    def persist(self) -> None:
-        """Append to the file the entries added since the last call (no fsync)."""
+    def unpersisted(self) -> tuple[int, int, bytes]:
+        """``(first, count, data)``: entries ``first .. count-1`` not yet in the file, encoded.
+
+        ``data`` is empty when every entry is persisted. Call :meth:`persisted` once
+        ``data`` is written at ``first * ENTRY_SIZE``.
+        """
         count = min(len(self.positions), len(self.times))  # an add() on the writer thread may be half done
         done = self._persisted
-        if count > done:
-            data = pack_entries(self.positions[done:count], self.times[done:count])
-            files.pwrite_all(self._fd, data, done * ENTRY_SIZE, self.path)
-            self._persisted = count
+        if count <= done:
+            return done, done, b""
+        return done, count, pack_entries(self.positions[done:count], self.times[done:count])
 
-    def fsync(self) -> None:
-        os.fsync(self._fd)
+    def persisted(self, count: int) -> None:
+        """Note that the first ``count`` entries are in the file."""
+        self._persisted = max(self._persisted, count)
 
     # -- lookups -----------------------------------------------------------------------
 
@@ -173,15 +182,29 @@ class SegmentIndex:
     def last_time_ms(self) -> int | None:
         return self.times[-1] if self.times else None
 
-    # -- lifetime ----------------------------------------------------------------------
 
-    def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+def max_entries(segment_size: int) -> int:
+    """The most entries a segment of this size can have (one per smallest message, 9 bytes)."""
+    return segment_size // 9 + 1
 
-    def __del__(self) -> None:
-        self.close()
+
+def read_index_file(path: str, segment_size: int) -> bytes:
+    """The bytes of an index file, at most what a segment of ``segment_size`` could need.
+
+    A missing file reads as empty (an index is created by its first flush).
+
+    Raises:
+        OSError: the file exists but cannot be read.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return b""
+    try:
+        size = min(os.fstat(fd).st_size, (max_entries(segment_size) + 1) * ENTRY_SIZE)
+        return _pread_all(fd, size, 0)
+    finally:
+        os.close(fd)
 
 
 def _sane(positions: array[int], times: array[int], segment_size: int) -> bool:

@@ -9,7 +9,8 @@ Thread-safety contract:
 * :meth:`Log.append`, :meth:`Log.read`, the append-time lookups (times.py) and
   :meth:`Log.when_flushed` are called from one thread (the broker's event loop).
 * :meth:`Log.flush` and retention (:meth:`Log.delete_oldest_segments`) run on a
-  background thread. Readers never block on them: the segment list is an immutable
+  background thread (the log manager's flusher, which learns of logs with unflushed
+  data through ``on_dirty`` instead of polling every log). Readers never block on them: the segment list is an immutable
   snapshot replaced as a whole (copy-on-write), and ``end_offset`` and
   ``flushed_offset`` are plain ints assigned atomically. A short lock serialises
   the two writers of the segment list (a roll and retention); a flush lock
@@ -19,7 +20,14 @@ Thread-safety contract:
 
 Failures: an fsync (or write) error is never retried, since the kernel may have
 dropped the dirty pages (fsyncgate, reliability.md 1.5). The log is marked failed:
-the call raises :class:`StorageError`, and so does every later append or flush.
+the call raises :class:`StorageError`, and so does every later append or flush. A
+failed write is cut back first, so no part of a refused set stays behind. A file
+that cannot be *opened* (out of descriptors, say) writes nothing: that call fails
+with :class:`StorageError` and the log stays online.
+
+Recovery points: a log does not persist its own. Its :attr:`Log.flushed_offset` is
+what the log manager writes to the data directory's checkpoint (checkpoint.py), and
+what :meth:`Log.open` takes back as ``recovery_point`` after an unclean shutdown.
 """
 
 from __future__ import annotations
@@ -27,7 +35,8 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -35,8 +44,9 @@ import structlog
 
 from rill.broker.log import files, times
 from rill.broker.log.config import MAX_SEGMENT_BYTES, Clock, LogConfig
+from rill.broker.log.open_files import UNBOUNDED, OpenFiles, SegmentFile
 from rill.broker.log.recovery import RecoveryReport, open_segments
-from rill.broker.log.segment import Segment, SegmentFile
+from rill.broker.log.segment import Segment
 from rill.broker.log.segments import SegmentList
 from rill.broker.log.times import EARLIEST_TIME, LATEST_TIME
 from rill.broker.log.waiters import Callback, ErrorCallback, FlushWaiters
@@ -51,7 +61,8 @@ class FileSlice:
     """A byte range of a segment file, to be sent with ``os.sendfile`` (never copied).
 
     Attributes:
-        file: the open segment file (its descriptor stays open while this slice lives).
+        file: the open segment file (its descriptor stays open while this slice lives);
+            None for an empty slice, which needs no descriptor.
         position: where the range starts inside the file.
         length: bytes in the range (0 at the log end).
         offset: the log offset of the first byte.
@@ -60,7 +71,7 @@ class FileSlice:
             fetch size: the client sees an incomplete message and can retry larger).
     """
 
-    file: SegmentFile
+    file: SegmentFile | None
     position: int
     length: int
     offset: int
@@ -79,12 +90,13 @@ class Log:
     """The log of one topic partition. See the module docstring for thread-safety."""
 
     def __init__(self, directory: str, topic: str, partition: int, config: LogConfig, clock: Clock,
-                 segments: list[Segment], report: RecoveryReport, logger: Any) -> None:
+                 segments: list[Segment], report: RecoveryReport, logger: Any, open_files: OpenFiles) -> None:
         self.directory, self.topic, self.partition = directory, topic, partition
         self.config = config
         self.recovery_report = report
         self._clock = clock
         self._logger = logger
+        self._files = open_files
         self._view = SegmentList.of(segments)
         self._active = segments[-1]
         self._end_offset = self._active.end_offset
@@ -93,7 +105,6 @@ class Log:
         self._appended_messages = 0
         self._flushed_messages = 0
         self._last_flush_time = clock.time()
-        self._last_recovery_point_ms = int(self._last_flush_time * 1000)
         self._failed: BaseException | None = None
         self._closed = False
         self._files_closed = False
@@ -104,15 +115,21 @@ class Log:
         self._index_interval_ms = config.index_interval_ms
         self.flush_signal: Callable[[], object] | None = None
         """Called (from the appending thread) when unflushed messages reach the flush interval."""
+        self.on_dirty: Callable[[Log], object] | None = None
+        """Called (from the appending thread) when the log gets unflushed data while not in the dirty set."""
+        self.in_dirty_set = False
+        """Whether the flusher knows this log has unflushed data (set here, cleared by the flusher)."""
 
     @classmethod
     def open(cls, data_dir: str, topic: str, partition: int, config: LogConfig, clock: Clock = time, *,
-             clean: bool = False, truncate_corrupt: bool = False) -> Log:
+             clean: bool = False, truncate_corrupt: bool = False, recovery_point: int = 0,
+             open_files: OpenFiles | None = None) -> Log:
         """Open (creating if needed) the log of ``topic``-``partition`` under ``data_dir``.
 
-        ``clean`` says the data directory holds a clean-shutdown marker: indexes are
-        checked but no segment is scanned. Otherwise segments from the recovery point
-        on are scanned and repaired (see recovery.py).
+        ``clean`` says the data directory holds a clean-shutdown marker: nothing is
+        scanned, and indexes are checked when first used. Otherwise the log is scanned
+        and repaired from ``recovery_point`` on (see recovery.py). ``open_files`` is
+        the descriptor cache to share (a private unbounded one by default).
 
         Raises:
             InvalidTopic, WrongPartition: before anything touches the disk.
@@ -120,18 +137,31 @@ class Log:
             OSError: the files could not be opened, read or written.
         """
         directory = files.partition_dir(data_dir, topic, partition)
-        logger = structlog.get_logger(__name__).bind(topic=topic, partition=partition)
         if not os.path.isdir(directory):
             os.makedirs(directory, exist_ok=True)
             files.fsync_dir(data_dir)
-        kept, report = open_segments(directory, config, clean=clean, truncate_corrupt=truncate_corrupt,
-                                     log=logger, now_ms=int(clock.time() * 1000))
-        log = cls(directory, topic, partition, config, clock, kept, report, logger)
-        if report.recovery_point != log.end_offset:  # never leave a stale, higher one (nor rewrite an equal one)
-            files.write_recovery_point(directory, log.end_offset)
-        logger.info("log.loaded", start_offset=log.start_offset, end_offset=log.end_offset,
-                    segments=len(kept), clean=report.clean, segments_scanned=report.segments_scanned,
-                    bytes_truncated=report.bytes_truncated)
+        return cls.load(directory, topic, partition, config, clock, clean=clean, truncate_corrupt=truncate_corrupt,
+                        recovery_point=recovery_point, open_files=open_files)
+
+    @classmethod
+    def load(cls, directory: str, topic: str, partition: int, config: LogConfig, clock: Clock = time, *,
+             clean: bool = False, truncate_corrupt: bool = False, recovery_point: int = 0,
+             open_files: OpenFiles | None = None, new: bool = False) -> Log:
+        """Open the log in the existing, already validated ``directory`` (see :meth:`open`).
+
+        ``new`` says the directory was just made for a new topic: its first segment is
+        created without a directory fsync (the topic's creator syncs once for all).
+        """
+        logger = structlog.get_logger(__name__).bind(topic=topic, partition=partition)
+        cache = open_files if open_files is not None else OpenFiles(UNBOUNDED)
+        kept, report = open_segments(directory, config, clean=clean or new, truncate_corrupt=truncate_corrupt,
+                                     log=logger, now_ms=int(clock.time() * 1000), recovery_point=recovery_point,
+                                     open_files=cache, sync_dir=not new)
+        log = cls(directory, topic, partition, config, clock, kept, report, logger, cache)
+        if report.segments_scanned or report.bytes_truncated:
+            logger.info("log.loaded", start_offset=log.start_offset, end_offset=log.end_offset, segments=len(kept),
+                        clean=report.clean, segments_scanned=report.segments_scanned,
+                        bytes_truncated=report.bytes_truncated)
         return log
 
     # -- state ---------------------------------------------------------------------------
@@ -159,9 +189,9 @@ class Log:
         return self._view.segments
 
     @property
-    def unflushed_messages(self) -> int:
-        """Messages appended since the last flush began (the M of seed 000)."""
-        return self._appended_messages - self._flushed_messages
+    def has_unflushed(self) -> bool:
+        """Whether messages were appended since the last flush began."""
+        return self._appended_messages != self._flushed_messages
 
     @property
     def failed(self) -> BaseException | None:
@@ -201,7 +231,13 @@ class Log:
         try:
             if roll:
                 segment = self._roll(now_ms)
-            segment.append(message_set, marks, now_ms)
+            handle = segment.file
+        except OSError as exc:  # nothing was written: this append fails, the log stays online
+            self._logger.warning("log.open_failed", file=exc.filename or segment.path, error=exc.strerror or str(exc))
+            raise StorageError(f"{self.topic}-{self.partition}: cannot open {exc.filename or segment.path}: "
+                               f"{exc.strerror or exc} (retriable)") from exc
+        try:
+            segment.append(message_set, marks, now_ms, handle)
         except OSError as exc:
             self._fail(exc, "write")
             raise StorageError(f"{self.topic}-{self.partition}: write failed: {exc}") from exc
@@ -209,6 +245,9 @@ class Log:
         self._end_offset = end = segment.base_offset + segment.size
         self._last_append_ms = now_ms
         self._appended_messages += result.message_count
+        if not self.in_dirty_set and self.on_dirty is not None:
+            self.in_dirty_set = True
+            self.on_dirty(self)
         if (self._appended_messages - self._flushed_messages >= self.config.flush_interval_messages
                 and self.flush_signal is not None):
             self.flush_signal()
@@ -237,7 +276,7 @@ class Log:
     def _roll(self, now_ms: int) -> Segment:
         """Start a new segment at the log end (the old one is synced by the next flush)."""
         with self._roll_lock:
-            segment = Segment.create(self.directory, self._end_offset, self._index_interval, now_ms)
+            segment = Segment.create(self.directory, self._end_offset, self._index_interval, now_ms, self._files)
             self._view = self._view.appended(segment)
             self._active = segment
         self._logger.info("log.rolled", base_offset=segment.base_offset)
@@ -274,35 +313,51 @@ class Log:
         segment = view.find(offset)
         position = offset - segment.base_offset
         limit = min(segment.size, end - segment.base_offset)
-        if position >= limit or not segment.is_boundary(position):
-            raise InvalidOffset(f"{self.topic}-{self.partition}: offset {offset} is not a message boundary")
-        stop = position + max_size
-        if stop < limit:
-            boundary = segment.find_boundary_at_or_before(stop, position)
-            stop = boundary if boundary > position else stop
-        else:
-            stop = limit
-        return FileSlice(segment.file, position, stop - position, offset, offset + stop - position)
+        with self._storage_access(segment):
+            if position >= limit or not segment.is_boundary(position):
+                raise InvalidOffset(f"{self.topic}-{self.partition}: offset {offset} is not a message boundary")
+            stop = position + max_size
+            if stop < limit:
+                boundary = segment.find_boundary_at_or_before(stop, position)
+                stop = boundary if boundary > position else stop
+            else:
+                stop = limit
+            return FileSlice(segment.file, position, stop - position, offset, offset + stop - position)
 
     def _empty_slice(self, view: SegmentList, offset: int) -> FileSlice:
         segment = view.find(offset)
-        if offset != self._end_offset and not segment.is_boundary(offset - segment.base_offset):
-            raise InvalidOffset(f"{self.topic}-{self.partition}: offset {offset} is not a message boundary")
-        return FileSlice(segment.file, offset - segment.base_offset, 0, offset, offset)
+        with self._storage_access(segment):
+            if offset != self._end_offset and not segment.is_boundary(offset - segment.base_offset):
+                raise InvalidOffset(f"{self.topic}-{self.partition}: offset {offset} is not a message boundary")
+            return FileSlice(None, offset - segment.base_offset, 0, offset, offset)
+
+    @contextmanager
+    def _storage_access(self, segment: Segment | None = None) -> Iterator[None]:
+        """Turn an OSError of a read (a file that cannot be opened or read) into a retriable StorageError."""
+        try:
+            yield
+        except OSError as exc:
+            where = exc.filename or (segment.path if segment is not None else self.directory)
+            self._logger.warning("log.read_failed", file=where, error=exc.strerror or str(exc))
+            raise StorageError(f"{self.topic}-{self.partition}: cannot read {where}: {exc.strerror or exc} "
+                               f"(retriable)") from exc
 
     # -- append times (times.py) ------------------------------------------------------------
 
     def append_time_ms(self, offset: int) -> int | None:
         """When the message at ``offset`` was appended (ms), see :func:`times.append_time_ms`."""
-        return times.append_time_ms(self._view, self._end_offset, offset)
+        with self._storage_access():
+            return times.append_time_ms(self._view, self._end_offset, offset)
 
     def offsets_before(self, time_ms: int, max_number: int) -> list[int]:
         """Offsets appended before ``time_ms``, newest first: see :func:`times.offsets_before`."""
-        return times.offsets_before(self._view, self._end_offset, self._last_append_ms, time_ms, max_number)
+        with self._storage_access():
+            return times.offsets_before(self._view, self._end_offset, self._last_append_ms, time_ms, max_number)
 
     def time_entries(self, offset: int, max_entries: int) -> list[tuple[int, int]]:
         """Index entries (offset, append time) from ``offset``'s floor: see :func:`times.time_entries`."""
-        return times.time_entries(self._view, self._end_offset, offset, max_entries)
+        with self._storage_access():
+            return times.time_entries(self._view, self._end_offset, offset, max_entries)
 
     # -- flush -----------------------------------------------------------------------------
 
@@ -328,16 +383,12 @@ class Log:
             messages, end, view = self._appended_messages, self._end_offset, self._view
             now = self._clock.time()
             flushed = self._waiters.flushed_offset
-            if end == flushed and messages == self._flushed_messages and not self._closed:
+            if end == flushed and messages == self._flushed_messages:
                 self._last_flush_time = now
                 return
             try:
                 for segment in view.from_offset(flushed):
                     segment.flush()
-                if (now * 1000 - self._last_recovery_point_ms >= self.config.recovery_point_interval_ms
-                        or self._closed):
-                    files.write_recovery_point(self.directory, end)
-                    self._last_recovery_point_ms = int(now * 1000)
             except OSError as exc:
                 self._fail(exc, "fsync")
                 raise StorageError(f"{self.topic}-{self.partition}: flush failed: {exc}") from exc
@@ -403,3 +454,11 @@ class Log:
                 self._files_closed = True
                 for segment in self._view.segments:
                     segment.close()
+
+    def abandon(self) -> None:
+        """Release the descriptors without flushing (a log being discarded, or a test simulating kill -9)."""
+        self._closed = True
+        with self._flush_lock:
+            self._files_closed = True
+            for segment in self._view.segments:
+                segment.close()

@@ -1,18 +1,32 @@
 """The log manager: every partition log under one data directory.
 
 At start-up it takes an exclusive lock on ``<data_dir>/.lock`` (one broker per
-directory), notes whether the clean-shutdown marker is present and removes it (so a
-crash from now on is detected), then opens every ``<topic>-<partition>`` directory:
-with the marker, indexes are checked but nothing is scanned; without it, each log is
-recovered from its recovery point (recovery.py). :meth:`LogManager.close` flushes
-everything and writes the marker (fsynced) only if every log closed cleanly.
+directory), reads and removes the clean-shutdown marker (so a crash from now on is
+detected), removes topics whose creation was interrupted (creator.py), then opens
+every ``<topic>-<partition>`` directory. After a clean shutdown nothing is read but
+the directory listings (indexes load when first used); after an unclean one each log
+is recovered from its recovery point (checkpoint.py, recovery.py). A partition named
+in the marker (it had failed) is recovered even after a clean shutdown.
 
-Thread-safety: :meth:`get`, :meth:`topics` and :meth:`get_or_create` read
-copy-on-write dictionaries and never block on the background thread; creating a
-topic takes a short lock; :meth:`flush_due` and :meth:`run_retention` are called by
-the :class:`Flusher` thread (started by :meth:`start`). The ``on_topic_created``
-listeners are called, outside the lock, on the thread that created a new topic:
-they should only post work elsewhere.
+Limits (one definition for every way of creating a topic, data plane and gRPC): a
+topic has 1 .. ``max_topic_partitions`` partitions (``num.partitions.max``), and the
+broker holds at most ``max_partitions`` (``max.broker.partitions``), topics being
+created included. Both are checked before anything touches the disk.
+
+Descriptors: every log shares one :class:`OpenFiles` cache (``log.open.files.max``).
+
+:meth:`LogManager.close` flushes what is unflushed (in parallel: fsyncs release the
+GIL), writes the recovery-point checkpoint, and writes the clean-shutdown marker,
+listing the partitions that had failed (their next start recovers them). It does not
+raise for a failed partition: a stop after a storage failure is still a clean stop.
+
+Thread-safety: :meth:`get`, :meth:`topics` and :meth:`create_topic_async` read
+copy-on-write dictionaries and never block on the background threads; creating a
+topic takes a short lock to reserve its partitions, and the work runs on the
+creator's thread; :meth:`flush_due`, :meth:`run_retention` and :meth:`housekeeping`
+are called by the :class:`Flusher` thread (started by :meth:`start`). The
+``on_topic_created`` listeners are called, outside the lock, on the thread that
+published a new topic: they should only post work elsewhere.
 """
 
 from __future__ import annotations
@@ -22,20 +36,24 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from types import MappingProxyType
 
 import structlog
 
-from rill.broker.log import files
+from rill.broker.log import checkpoint, creator, files
 from rill.broker.log.config import Clock, LogConfig
 from rill.broker.log.flusher import Flusher
 from rill.broker.log.log import Log
+from rill.broker.log.open_files import OpenFiles
 from rill.broker.log.retention import apply_retention
-from rill.client.errors import InvalidRequest, InvalidTopic, StorageError, UnknownTopic, WrongPartition
+from rill.client.errors import (InvalidPartitions, InvalidRequest, InvalidTopic, PartitionLimitReached, StorageError,
+                                UnknownTopic, WrongPartition)
 from rill.client.topics import is_valid_topic, validate_topic
 
-MAX_PARTITIONS = 100_000
 LOCK_FILE = ".lock"
+CLOSE_THREADS = 8
+IDLE_FILES_CHECK_S = 5.0
 _logger = structlog.get_logger(__name__)
 
 
@@ -43,65 +61,104 @@ class LogManager:
     """Opens, creates, flushes, retains and closes the logs of a data directory.
 
     Raises (constructor):
+        ValueError: ``num_partitions`` outside 1 .. ``max_topic_partitions``.
         StorageError: another process holds the data directory, or a log failed to open
             (``CorruptLogError`` for corruption in the middle of a log).
     """
 
     def __init__(self, data_dir: str, config: LogConfig | None = None, num_partitions: int = 1,
-                 clock: Clock = time, truncate_corrupt: bool = False) -> None:
-        if num_partitions < 1 or num_partitions > MAX_PARTITIONS:
-            raise ValueError(f"num_partitions must be between 1 and {MAX_PARTITIONS}, got {num_partitions}")
+                 clock: Clock = time, truncate_corrupt: bool = False, *, max_topic_partitions: int = 10_000,
+                 max_partitions: int = 100_000, open_files: OpenFiles | None = None) -> None:
+        if not 1 <= num_partitions <= max_topic_partitions:
+            raise ValueError(f"num_partitions must be between 1 and {max_topic_partitions}, got {num_partitions}")
         self.data_dir = os.path.realpath(data_dir)
         self.config = config if config is not None else LogConfig()
         self.num_partitions = num_partitions
+        self.max_topic_partitions = max_topic_partitions
+        self.max_partitions = max_partitions
         self.clock = clock
+        self.open_files = open_files if open_files is not None else OpenFiles()
         self._truncate_corrupt = truncate_corrupt
         self._lock = threading.Lock()
         self._logs: dict[tuple[str, int], Log] = {}
         self._topics: dict[str, int] = {}
+        self._creating: dict[str, tuple[int, Future[int]]] = {}
+        self._reserved = 0
+        self._dirty_lock = threading.Lock()
+        self._dirty: set[Log] = set()
+        self._flushes_since_checkpoint = 0
+        self._next_checkpoint = clock.time() + self.config.recovery_point_interval_ms / 1000
+        self._next_idle_check = clock.time() + IDLE_FILES_CHECK_S
         self._flusher = Flusher(self)
         self._flusher_started = False
+        self._creator = creator.TopicCreator(self.data_dir)
         self._closed = False
         self.on_topic_created: list[Callable[[str, int], object]] = []
         """Called with (topic, partition count) after a new topic is published."""
         os.makedirs(self.data_dir, exist_ok=True)
         self._lock_fd = _lock_directory(self.data_dir)
         try:
-            self.clean_start = _take_clean_marker(self.data_dir)
+            self.clean_start, self._must_recover = _take_clean_marker(self.data_dir)
             self._load_all()
         except BaseException:
-            self._close_logs()
+            for log in self.logs():
+                log.abandon()
+            self._creator.stop()
             os.close(self._lock_fd)
             raise
 
     # -- start-up ------------------------------------------------------------------------
 
     def _load_all(self) -> None:
-        found: dict[str, set[int]] = {}
-        for name in sorted(os.listdir(self.data_dir)):
-            parsed = files.parse_partition_dir_name(name)
-            if parsed is None or not os.path.isdir(os.path.join(self.data_dir, name)):
-                if not name.startswith("."):
-                    _logger.warning("logs.unexpected_entry", name=name, data_dir=self.data_dir)
-                continue
-            found.setdefault(parsed[0], set()).add(parsed[1])
+        found: dict[str, dict[int, str]] = {}
+        names = []
+        with os.scandir(self.data_dir) as entries:
+            for entry in entries:
+                names.append(entry.name)
+                parsed = files.parse_partition_dir_name(entry.name)
+                if parsed is None or not entry.is_dir(follow_symlinks=False):
+                    if not entry.name.startswith(".") and entry.name != checkpoint.CHECKPOINT_FILE:
+                        _logger.warning("logs.unexpected_entry", name=entry.name, data_dir=self.data_dir)
+                    continue
+                found.setdefault(parsed[0], {})[parsed[1]] = entry.path
+        for topic in creator.incomplete_topics(names):
+            if creator.remove_incomplete(self.data_dir, topic, sorted(found.get(topic, {}).values())):
+                found.pop(topic, None)
+        points = None if self.clean_start else checkpoint.read_checkpoint(self.data_dir)
         if found and not self.clean_start:
             _logger.warning("recovery.unclean_shutdown", data_dir=self.data_dir,
                             detail="no clean-shutdown marker: recovering every log from its recovery point")
-        for topic, partitions in found.items():
-            count = max(partitions) + 1
-            if len(partitions) != count:
-                _logger.warning("logs.missing_partitions", topic=topic,
-                                missing=sorted(set(range(count)) - partitions))
-            self._publish(topic, [self._open(topic, p, clean=self.clean_start and p in partitions)
-                                  for p in range(count)])
-        _logger.info("logs.loaded", data_dir=self.data_dir, topics=len(self._topics),
-                     partitions=len(self._logs), clean_start=self.clean_start)
+        for topic in sorted(found):
+            self._publish(topic, self._load_topic(topic, found[topic], points))
+        if self._logs and (not self.clean_start or self._must_recover):
+            self.write_checkpoint()  # recovery synced what it kept: a crash now need not scan it again
+        _logger.info("logs.loaded", data_dir=self.data_dir, topics=len(self._topics), partitions=len(self._logs),
+                     clean_start=self.clean_start, open_files=len(self.open_files))
 
-    def _open(self, topic: str, partition: int, clean: bool) -> Log:
-        log = Log.open(self.data_dir, topic, partition, self.config, self.clock, clean=clean,
-                       truncate_corrupt=self._truncate_corrupt)
+    def _load_topic(self, topic: str, directories: dict[int, str],
+                    points: checkpoint.RecoveryPoints | None) -> list[Log]:
+        count = max(directories) + 1
+        if len(directories) != count:
+            _logger.warning("logs.missing_partitions", topic=topic, missing=sorted(set(range(count)) - set(directories)))
+        logs = []
+        for partition in range(count):
+            directory = directories.get(partition)
+            if directory is None:  # recreated empty, as before
+                logs.append(self._opened(Log.open(self.data_dir, topic, partition, self.config, self.clock,
+                                                  clean=True, open_files=self.open_files)))
+                continue
+            clean = self.clean_start and (topic, partition) not in self._must_recover
+            point = 0
+            if not clean:
+                point = points.get((topic, partition), 0) if points is not None else files.read_recovery_point(directory)
+            logs.append(self._opened(Log.load(directory, topic, partition, self.config, self.clock, clean=clean,
+                                              truncate_corrupt=self._truncate_corrupt, recovery_point=point,
+                                              open_files=self.open_files)))
+        return logs
+
+    def _opened(self, log: Log) -> Log:
         log.flush_signal = self._wake_flusher
+        log.on_dirty = self._add_dirty
         return log
 
     def _publish(self, topic: str, logs: list[Log]) -> None:
@@ -124,56 +181,111 @@ class LogManager:
     def _wake_flusher(self) -> None:
         self._flusher.wake()
 
+    def _add_dirty(self, log: Log) -> None:
+        with self._dirty_lock:
+            self._dirty.add(log)
+
     # -- topics ---------------------------------------------------------------------------
 
-    def create_topic(self, topic: str, partitions: int) -> None:
-        """Create ``topic`` with ``partitions`` partitions; nothing to do if it exists so.
+    @property
+    def partition_count(self) -> int:
+        """Partitions of every topic, including those being created."""
+        return len(self._logs) + self._reserved
 
-        Raises:
-            InvalidTopic: an illegal name (refused before any path is built).
-            InvalidRequest: a partition count out of range, or the topic exists with another.
+    def create_topic_async(self, topic: str, partitions: int) -> Future[int]:
+        """Start creating ``topic`` with ``partitions`` partitions; the future gives the count.
+
+        A topic that exists with that count gives a completed future; one being created
+        with it, that creation's future. The directories are made on the creator's thread.
+
+        Raises (at once, before anything touches the disk):
+            InvalidTopic: an illegal name.
+            InvalidPartitions: a count outside 1 .. ``max_topic_partitions``.
+            InvalidRequest: the topic exists (or is being created) with another count.
+            PartitionLimitReached: the broker would hold more than ``max_partitions``.
             StorageError: the manager is closed.
         """
         validate_topic(topic)
-        if isinstance(partitions, bool) or not isinstance(partitions, int) or not 1 <= partitions <= MAX_PARTITIONS:
-            raise InvalidRequest(f"partition count must be between 1 and {MAX_PARTITIONS}, got {partitions!r}")
-        existing = self._create(topic, partitions)
-        if existing != partitions:
-            raise InvalidRequest(f"topic {topic!r} already exists with {existing} partitions")
-
-    def get_or_create(self, topic: str) -> int:
-        """Return the partition count of ``topic``, creating it with ``num_partitions`` if needed.
-
-        Raises:
-            InvalidTopic: an illegal name. StorageError: the manager is closed.
-        """
-        count = self._topics.get(topic)
-        if count is not None:
-            return count
-        validate_topic(topic)
-        return self._create(topic, self.num_partitions)
-
-    def _create(self, topic: str, partitions: int) -> int:
+        if (isinstance(partitions, bool) or not isinstance(partitions, int)
+                or not 1 <= partitions <= self.max_topic_partitions):
+            raise InvalidPartitions(f"partition count must be between 1 and {self.max_topic_partitions} "
+                                    f"(num.partitions.max), got {partitions!r}")
         with self._lock:
             if self._closed:
                 raise StorageError("the log manager is closed")
             existing = self._topics.get(topic)
+            pending = self._creating.get(topic)
+            if existing is None and pending is not None:
+                existing, future = pending
+            else:
+                future = None
             if existing is not None:
-                return existing
-            logs: list[Log] = []
-            try:
-                for partition in range(partitions):
-                    fresh = not os.path.exists(files.partition_dir(self.data_dir, topic, partition))
-                    logs.append(self._open(topic, partition, clean=fresh))  # nothing to recover if fresh
-            except BaseException:
-                for log in logs:
-                    log.close()
-                raise
+                if existing != partitions:
+                    raise InvalidRequest(f"topic {topic!r} already exists with {existing} partitions")
+                return future if future is not None else _done(existing)
+            if self.partition_count + partitions > self.max_partitions:
+                raise PartitionLimitReached(
+                    f"creating {topic!r} with {partitions} partitions would exceed max.broker.partitions "
+                    f"({self.max_partitions}); the broker holds {self.partition_count}")
+            self._reserved += partitions
+            future = self._creator.submit(topic, partitions, self._open_new, lambda logs: self._finish(topic, logs),
+                                          Log.abandon)
+            self._creating[topic] = (partitions, future)
+        future.add_done_callback(lambda f: self._release(topic, partitions))
+        return future
+
+    def _open_new(self, topic: str, partition: int, directory: str) -> Log:
+        return self._opened(Log.load(directory, topic, partition, self.config, self.clock, new=True,
+                                     open_files=self.open_files))
+
+    def _finish(self, topic: str, logs: list[Log]) -> None:
+        """Publish a created topic (creator thread), then tell the listeners."""
+        with self._lock:
             self._publish(topic, logs)
-        _logger.info("logs.topic_created", topic=topic, partitions=partitions)
+            self._reserved -= len(logs)
+            self._creating.pop(topic, None)
+        _logger.info("logs.topic_created", topic=topic, partitions=len(logs))
         for listener in self.on_topic_created:
-            listener(topic, partitions)
-        return partitions
+            listener(topic, len(logs))
+
+    def _release(self, topic: str, partitions: int) -> None:
+        """After a creation ended: give back the reservation of one that failed."""
+        with self._lock:
+            entry = self._creating.get(topic)
+            if entry is not None and entry[1].done():
+                del self._creating[topic]
+                self._reserved -= partitions
+
+    def create_topic(self, topic: str, partitions: int, timeout: float | None = None) -> None:
+        """Create ``topic`` and wait for it (callers off the event loop: gRPC, tests).
+
+        Raises: as :meth:`create_topic_async`, and StorageError when the creation failed on disk.
+        """
+        _wait(self.create_topic_async(topic, partitions), timeout)
+
+    def ensure_topic_async(self, topic: str) -> Future[int]:
+        """The partition count of ``topic``, creating it with ``num_partitions`` if needed (auto-create).
+
+        Raises: as :meth:`create_topic_async`.
+        """
+        count = self._topics.get(topic)
+        if count is not None:
+            return _done(count)
+        with self._lock:
+            pending = self._creating.get(topic)
+        if pending is not None:
+            return pending[1]
+        try:
+            return self.create_topic_async(topic, self.num_partitions)
+        except InvalidRequest:  # created meanwhile with another count: use it
+            return _done(self._topics[topic])
+
+    def get_or_create(self, topic: str, timeout: float | None = None) -> int:
+        """The partition count of ``topic``, creating it with ``num_partitions`` and waiting if needed.
+
+        Raises: as :meth:`ensure_topic_async`; StorageError when the creation failed on disk.
+        """
+        return _wait(self.ensure_topic_async(topic), timeout)
 
     def get(self, topic: str, partition: int) -> Log:
         """The log of a partition.
@@ -203,15 +315,30 @@ class LogManager:
     # -- background work -------------------------------------------------------------------
 
     def flush_due(self, now: float) -> int:
-        """Flush the logs that need it (``Log.needs_flush``); return how many were flushed."""
+        """Flush the logs that need it (``Log.needs_flush``); return how many were flushed.
+
+        Only logs with unflushed data are looked at: a log puts itself in the dirty set
+        on its first append after a flush, and stays there while it has unflushed data.
+        """
+        with self._dirty_lock:
+            dirty, self._dirty = self._dirty, set()
         flushed = 0
-        for log in self.logs():
+        still: list[Log] = []
+        for log in dirty:
+            log.in_dirty_set = False  # before looking at its data: an append from now on re-adds it
             if log.needs_flush(now):
                 try:
                     log.flush()
                     flushed += 1
                 except StorageError as exc:
                     _logger.error("log.flush_failed", topic=log.topic, partition=log.partition, error=str(exc))
+            if log.has_unflushed and log.failed is None and not log.in_dirty_set:
+                log.in_dirty_set = True
+                still.append(log)
+        if still:
+            with self._dirty_lock:
+                self._dirty.update(still)
+        self._flushes_since_checkpoint += flushed
         return flushed
 
     def flush_all(self) -> None:
@@ -234,41 +361,88 @@ class LogManager:
         now_ms = int(now * 1000)
         return sum(len(apply_retention(log, now_ms)) for log in self.logs())
 
+    def housekeeping(self, now: float) -> None:
+        """Checkpoint recovery points every ``recovery_point_interval_ms``; close idle files."""
+        if now >= self._next_checkpoint:
+            self._next_checkpoint = now + self.config.recovery_point_interval_ms / 1000
+            if self._flushes_since_checkpoint:
+                self._flushes_since_checkpoint = 0
+                self.write_checkpoint()
+        if now >= self._next_idle_check:
+            self._next_idle_check = now + IDLE_FILES_CHECK_S
+            self.open_files.close_idle()
+
+    def write_checkpoint(self) -> None:
+        """Write every log's flushed offset to the recovery-point checkpoint (logged, never raised)."""
+        try:
+            checkpoint.write_checkpoint(self.data_dir, {(log.topic, log.partition): log.flushed_offset
+                                                        for log in self.logs()})
+        except OSError as exc:
+            _logger.error("recovery.checkpoint_failed", file=checkpoint.checkpoint_path(self.data_dir),
+                          error=exc.strerror or str(exc),
+                          detail="the previous checkpoint stays: a crash would recover more than needed")
+
     # -- shutdown ---------------------------------------------------------------------------
 
-    def close(self) -> None:
-        """Stop the flusher, flush and close every log, then write the clean-shutdown marker.
+    def close(self) -> list[str]:
+        """Stop the background threads, flush and close every log, write the checkpoint and the marker.
 
-        The marker is written (and fsynced) only if every log closed without error.
-        Idempotent.
+        Unflushed logs are flushed in parallel. A partition that failed (now or before)
+        is logged and named in the clean-shutdown marker, so the next start recovers it;
+        the others start clean. Idempotent.
 
-        Raises:
-            StorageError: a log failed to flush; no marker is written.
+        Returns:
+            The failed partitions, as ``<topic>-<partition>`` (empty when all is well).
         """
         with self._lock:
             if self._closed:
-                return
+                return []
             self._closed = True
         self._flusher.stop()
-        errors = self._close_logs()
+        self._creator.stop()
+        logs = self.logs()
+        with ThreadPoolExecutor(max_workers=CLOSE_THREADS, thread_name_prefix="rill-log-close") as pool:
+            list(pool.map(_close_quietly, [log for log in logs if log.has_unflushed]))
+        for log in logs:
+            _close_quietly(log)
+        failed = [log for log in logs if log.failed is not None]
+        self.write_checkpoint()
+        self.open_files.close_all()
         try:
-            if errors:
-                raise errors[0]
-            files.write_file_durably(os.path.join(self.data_dir, files.CLEAN_SHUTDOWN_MARKER), b"")
-            _logger.info("logs.closed_cleanly", data_dir=self.data_dir)
+            marker = "".join(f"{log.topic} {log.partition}\n" for log in failed).encode()
+            files.write_file_durably(os.path.join(self.data_dir, files.CLEAN_SHUTDOWN_MARKER), marker)
+            if failed:
+                _logger.error("logs.closed_with_failed_partitions", data_dir=self.data_dir,
+                              partitions=[f"{log.topic}-{log.partition}" for log in failed],
+                              detail="they are recovered from their recovery point at the next start")
+            else:
+                _logger.info("logs.closed_cleanly", data_dir=self.data_dir)
+        except OSError as exc:
+            _logger.error("logs.marker_failed", file=os.path.join(self.data_dir, files.CLEAN_SHUTDOWN_MARKER),
+                          error=exc.strerror or str(exc), detail="the next start recovers every log")
         finally:
             os.close(self._lock_fd)
+        return [f"{log.topic}-{log.partition}" for log in failed]
 
-    def _close_logs(self) -> list[StorageError]:
-        errors = []
-        for log in self.logs():
-            if log.failed is not None:
-                errors.append(StorageError(f"{log.topic}-{log.partition} failed: {log.failed}"))
-            try:
-                log.close()
-            except StorageError as exc:
-                errors.append(exc)
-        return errors
+
+def _close_quietly(log: Log) -> None:
+    try:
+        log.close()
+    except StorageError as exc:  # the log is failed now; close() reports it with the others
+        _logger.error("log.close_failed", topic=log.topic, partition=log.partition, error=str(exc))
+
+
+def _done(count: int) -> Future[int]:
+    future: Future[int] = Future()
+    future.set_result(count)
+    return future
+
+
+def _wait(future: Future[int], timeout: float | None) -> int:
+    try:
+        return future.result(timeout)
+    except OSError as exc:
+        raise StorageError(f"creating the topic failed: {exc.strerror or exc}: {exc.filename}") from exc
 
 
 def _lock_directory(data_dir: str) -> int:
@@ -281,12 +455,23 @@ def _lock_directory(data_dir: str) -> int:
     return fd
 
 
-def _take_clean_marker(data_dir: str) -> bool:
-    """Remove the clean-shutdown marker (fsynced); return whether it was there."""
+def _take_clean_marker(data_dir: str) -> tuple[bool, set[tuple[str, int]]]:
+    """Remove the clean-shutdown marker (fsynced); return whether it was there and the partitions it names.
+
+    The marker lists, one ``topic partition`` per line, partitions that had failed:
+    they are recovered although the shutdown was clean.
+    """
     marker = os.path.join(data_dir, files.CLEAN_SHUTDOWN_MARKER)
     try:
-        os.unlink(marker)
+        with open(marker, "rb") as f:
+            text = f.read(1 << 20)
     except FileNotFoundError:
-        return False
+        return False, set()
+    failed = set()
+    for line in text.decode("ascii", "replace").splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[1].isdigit():
+            failed.add((parts[0], int(parts[1])))
+    os.unlink(marker)
     files.fsync_dir(data_dir)
-    return True
+    return True, failed

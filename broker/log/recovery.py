@@ -1,10 +1,13 @@
 """Log recovery after an unclean shutdown: a plain loop in the shape of Kafka's.
 
-For each segment from the one holding the recovery point (the last flushed offset)
-to the end: scan it in bounded windows (a length field is checked against the
-maximum message size and the bytes left in the file before anything past it is
-read, so a garbage length of 0x7FFFFFFF never allocates 2 GiB), rebuild its index
-from the scan, and stop at the first invalid byte:
+From the recovery point (an offset before which everything was fsynced; see
+checkpoint.py) to the end: scan in bounded windows (a length field is checked against
+the maximum message size and the bytes left in the file before anything past it is
+read, so a garbage length of 0x7FFFFFFF never allocates 2 GiB), rebuild the index
+from the scan, and stop at the first invalid byte. The segment holding the recovery
+point is scanned from the recovery point itself when its old index reaches it (its
+entries below are kept), so recovery reads what was not synced, not whole segments;
+a log whose recovery point is its end is not read at all.
 
 * nothing valid follows (a torn write, a zero-filled or garbage tail): copy the cut
   bytes to ``<segment>.corrupt-<unix_ms>`` (fsynced), truncate, and log a warning
@@ -14,13 +17,16 @@ from the scan, and stop at the first invalid byte:
   and position, unless the operator passed ``truncate_corrupt=True``; then cut there
   too and move every later segment into a side file.
 
-Segments before the recovery point are not scanned, but their index must pass the
-sanity checks of ``SegmentIndex.load_trusted`` and ``Segment.check_index_tail``, or it
-is rebuilt by the same scan (never trust a corrupt index). Base offsets must be
-contiguous (each segment starts where the previous one ends); an empty segment whose
-name does not follow is the leftover of a crash during a roll and is removed.
+Segments before the recovery point (every segment after a clean shutdown) are not
+read at start-up: each loads its index when first used (:func:`index_loader`), and
+the index must pass the sanity checks of ``SegmentIndex.load_trusted`` and
+``Segment.check_index_tail``, or it is rebuilt by the same scan (never trust a
+corrupt index). Base offsets must be contiguous (each segment starts where the
+previous one ends); an empty segment whose name does not follow is the leftover of a
+crash during a roll and is removed.
 
-Thread-safety: runs once, while a log is being opened, before it is shared.
+Thread-safety: recovery runs once, while a log is being opened, before it is shared;
+a lazy index load runs under the segment's load lock.
 """
 
 from __future__ import annotations
@@ -34,7 +40,9 @@ from typing import Any
 
 from rill.broker.log import files
 from rill.broker.log.config import LogConfig
-from rill.broker.log.segment import Segment
+from rill.broker.log.index import read_index_file, unpack_entries
+from rill.broker.log.open_files import OpenFiles
+from rill.broker.log.segment import IndexLoader, Segment, load_trusted_index
 from rill.client.errors import StorageError
 from rill.client.protocol.messages import SCAN_ERROR_NAMES, SCAN_OK, find_valid, scan
 
@@ -77,11 +85,17 @@ class _ScanOutcome:
     positions: array[int] = field(default_factory=lambda: array("I"))
 
 
-def scan_segment(segment: Segment, max_message_size: int, interval: int) -> _ScanOutcome:
-    """Validate a segment window by window; return where valid data ends and the marks."""
-    fd, size = segment.file.fileno(), segment.size
-    outcome = _ScanOutcome(0, SCAN_OK)
-    position, want, next_mark = 0, _WINDOW, 0
+def scan_segment(segment: Segment, max_message_size: int, interval: int, start: int = 0,
+                 next_mark: int = 0) -> _ScanOutcome:
+    """Validate a segment from the boundary ``start`` window by window.
+
+    Returns where valid data ends and the index marks found (positions relative to
+    the segment; the first at ``next_mark`` or later, then one per ``interval``).
+    """
+    file = segment.file
+    fd, size = file.fileno(), segment.size
+    outcome = _ScanOutcome(start, SCAN_OK)
+    position, want = start, _WINDOW
     while position < size:
         wanted = min(want, size - position)
         buf = os.pread(fd, wanted, position)
@@ -120,19 +134,17 @@ class _Recovery:
         return RecoveryReport(clean, len(self.scanned), self.bytes_truncated, tuple(self.side_files),
                               recovery_point)
 
-    def trusted(self, segment: Segment) -> bool:
-        ok = (segment.index.load_trusted(segment.size)
-              and segment.check_index_tail(self.config.max_message_size))
-        if ok:
-            segment.load_times()
-        return ok
-
-    def rescan(self, segment: Segment, reason: str) -> _ScanOutcome:
-        outcome = scan_segment(segment, self.config.max_message_size, self.config.index_interval_bytes)
-        segment.rebuild_index(*_rebuilt_entries(segment, outcome.positions, outcome.valid_end))
+    def rescan(self, segment: Segment, reason: str, start: int = 0) -> _ScanOutcome:
+        """Scan ``segment`` from ``start`` (0 unless its old index reaches it) and rebuild its index."""
+        kept_positions, kept_times, start = _index_below(segment, start, self.config.max_message_size)
+        next_mark = kept_positions[-1] + self.config.index_interval_bytes if kept_positions else 0
+        outcome = scan_segment(segment, self.config.max_message_size, self.config.index_interval_bytes,
+                               start, next_mark)
+        segment.rebuild_index(*_rebuilt_entries(segment, kept_positions, kept_times, start,
+                                                outcome.positions, outcome.valid_end))
         self.scanned.append(segment)
-        self.log.info("recovery.scanned", file=segment.path, reason=reason, bytes=segment.size,
-                      valid_bytes=outcome.valid_end, index_entries=len(outcome.positions))
+        self.log.info("recovery.scanned", file=segment.path, reason=reason, bytes=segment.size - start,
+                      start=start, valid_bytes=outcome.valid_end - start, index_entries=len(segment.index))
         return outcome
 
     def cut(self, segment: Segment, outcome: _ScanOutcome, later: list[Segment]) -> None:
@@ -154,14 +166,15 @@ class _Recovery:
         """Copy bytes ``position..end`` to a side file (fsynced), then truncate the segment."""
         count = segment.size - position
         path, out = files.create_side_file(segment.path, self.now_ms)
+        source = segment.file
         try:
-            _copy_range(segment.file.fileno(), out, position, count)
+            _copy_range(source.fileno(), out, position, count)
             os.fsync(out)
         finally:
             os.close(out)
         files.fsync_dir(segment.directory)
         segment.truncate_to(position)
-        os.fsync(segment.file.fileno())
+        os.fsync(source.fileno())
         self.bytes_truncated += count
         self.side_files.append(path)
         self.log.warning("recovery.truncated", file=segment.path,
@@ -194,18 +207,40 @@ class _Recovery:
                                                f"previous segment's end {previous.end_offset}")
 
 
+def index_loader(config: LogConfig, log: Any, now_ms: int) -> IndexLoader:
+    """A segment's lazy index loader: the file if it passes the checks, else a rebuild by scanning.
+
+    A rebuild is logged (``recovery.index_rebuilt``); a segment whose data fails its
+    checks keeps the index of its valid prefix (reads there fail until an operator cuts it).
+    """
+    def load(segment: Segment) -> None:
+        load_trusted_index(segment)
+        if segment.check_index_tail(config.max_message_size):
+            return
+        _Recovery(config, False, log, now_ms).rescan(segment, "index failed its checks")
+        log.warning("recovery.index_rebuilt", file=segment.path, index_entries=len(segment.index))
+    return load
+
+
 def open_segments(directory: str, config: LogConfig, *, clean: bool, truncate_corrupt: bool, log: Any,
-                  now_ms: int) -> tuple[list[Segment], RecoveryReport]:
+                  now_ms: int, recovery_point: int = 0, open_files: OpenFiles | None = None,
+                  sync_dir: bool = True) -> tuple[list[Segment], RecoveryReport]:
     """Open the segments of a partition directory (creating the first one) and recover them.
 
-    Raises: as :func:`recover_segments`.
+    ``sync_dir`` False skips the directory fsync when the first segment is created (a
+    new topic's partitions). No descriptor stays open and no index is read unless
+    recovery scans that segment.
+
+    Raises: as :func:`recover_segments`, and OSError when the directory cannot be listed.
     """
     bases = files.list_segment_offsets(directory)
+    loader = index_loader(config, log, now_ms)
     if not bases:
-        segments = [Segment.create(directory, 0, config.index_interval_bytes, now_ms)]
+        segments = [Segment.create(directory, 0, config.index_interval_bytes, now_ms, open_files, sync_dir)]
     else:
-        segments = [Segment.open(directory, base, config.index_interval_bytes) for base in bases]
-    return recover_segments(segments, config, files.read_recovery_point(directory), clean=clean,
+        segments = [Segment.open(directory, base, config.index_interval_bytes, open_files, loader)
+                    for base in bases]
+    return recover_segments(segments, config, recovery_point, clean=clean,
                             truncate_corrupt=truncate_corrupt, log=log, now_ms=now_ms)
 
 
@@ -218,17 +253,21 @@ def recover_segments(segments: list[Segment], config: LogConfig, recovery_point:
         OSError: reading, writing or syncing failed.
     """
     state = _Recovery(config, truncate_corrupt, log, now_ms)
-    bases = [s.base_offset for s in segments]
-    first_scan = len(segments) if clean else max(0, bisect_right(bases, recovery_point) - 1)
+    end = segments[-1].end_offset
+    if not clean and recovery_point > end:
+        log.warning("recovery.log_shorter_than_recovery_point", recovery_point=recovery_point, end_offset=end,
+                    detail="synced data is missing from the end of the log; recovering what is there")
+        recovery_point = segments[-1].base_offset
     kept: list[Segment] = []
     for i, segment in enumerate(segments):
         if kept and segment.base_offset != kept[-1].end_offset:
             state.discontinuity(kept[-1], segment, segments[i:])
             break
         kept.append(segment)
-        if i < first_scan and state.trusted(segment):
-            continue
-        outcome = state.rescan(segment, "unflushed" if i >= first_scan else "index failed its checks")
+        if clean or segment.end_offset <= recovery_point:
+            continue  # synced before the crash: its index loads (and is checked) when first used
+        start = max(0, recovery_point - segment.base_offset)
+        outcome = state.rescan(segment, "unflushed", start)
         if outcome.valid_end < segment.size:
             state.cut(segment, outcome, segments[i + 1:])
             break
@@ -238,45 +277,74 @@ def recover_segments(segments: list[Segment], config: LogConfig, recovery_point:
     return kept, state.report(clean, recovery_point)
 
 
-def _rebuilt_entries(segment: Segment, scanned: array[int], valid_end: int) -> tuple[array[int], array[int]]:
-    """The index of a rescanned segment, keeping what the old index knew.
+def _index_below(segment: Segment, start: int, max_message_size: int) -> tuple[array[int], array[int], int]:
+    """The old index entries below ``start`` and where a scan may begin.
 
-    Entries: the scan's marks (every ``log.index.interval.bytes``) plus the old index's
-    entries that are still message boundaries before ``valid_end`` (its time entries, and
-    byte marks placed relative to them, which a scan does not reproduce). Times: an old
-    entry keeps its own; a mark the old index lacks gets the time of the entry before it,
+    When the old index's sane prefix has entries below ``start`` and hopping from the
+    last of them lands exactly on ``start``, those entries are kept and the scan begins
+    at ``start``; otherwise nothing is kept and the scan begins at 0.
+    """
+    empty = (array("I"), array("q"), 0)
+    if start <= 0:
+        return empty
+    positions, times = _sane_prefix(segment, segment.size)
+    below = bisect_right(positions, start - 1)
+    if not below or segment.hop(positions[below - 1], start) != start:
+        return empty
+    return positions[:below], times[:below], start
+
+
+def _sane_prefix(segment: Segment, limit: int) -> tuple[array[int], array[int]]:
+    """The old index file's entries up to the first that breaks an invariant or reaches ``limit``."""
+    raw_positions, raw_times = unpack_entries(read_index_file(segment.index_path, segment.size))
+    count = 0
+    previous_position, previous_time = -1, None
+    for position, time_ms in zip(raw_positions, raw_times):
+        if (position <= previous_position or position >= limit or (count == 0 and position != 0)
+                or (previous_time is not None and time_ms < previous_time)):
+            break
+        previous_position, previous_time = position, time_ms
+        count += 1
+    return raw_positions[:count], raw_times[:count]
+
+
+def _rebuilt_entries(segment: Segment, kept_positions: array[int], kept_times: array[int], start: int,
+                     scanned: array[int], valid_end: int) -> tuple[array[int], array[int]]:
+    """The index of a segment scanned from ``start``, keeping what the old index knew.
+
+    Entries: ``kept`` (the old entries below ``start``), the scan's marks (every
+    ``log.index.interval.bytes``) and the old index's entries from ``start`` on that are
+    still message boundaries before ``valid_end`` (its time entries, and byte marks
+    placed relative to them, which a scan does not reproduce). Times: an old entry
+    keeps its own; a mark the old index lacks gets the time of the entry before it,
     which is never later than its true append time (the segment file's modification
     time when there is none). Only the old index's sane prefix (positions increasing,
     times not decreasing) is used.
     """
-    old_positions, old_times = segment.index.read_raw(segment.size)
-    known: dict[int, int] = {}
-    previous_position, previous_time = -1, None
-    for position, time_ms in zip(old_positions, old_times):
-        if position <= previous_position or position >= valid_end or (
-                previous_time is not None and time_ms < previous_time):
-            break
-        known[position] = time_ms
-        previous_position, previous_time = position, time_ms
+    old_positions, old_times = _sane_prefix(segment, valid_end)
+    known = {p: t for p, t in zip(old_positions, old_times) if p >= start}
     marks = set(scanned)
+    anchors = sorted(marks | {start})
     for position in list(known):
         if position not in marks:
-            floor = scanned[max(0, bisect_right(scanned, position) - 1)] if scanned else 0
-            if floor > position or segment.hop(floor, position) != position:
+            floor = anchors[bisect_right(anchors, position) - 1]
+            if segment.hop(floor, position) != position:
                 del known[position]  # not a message boundary (any more)
-    positions = array("I", sorted(marks | known.keys()))
-    times = array("q")
-    last: int | None = None
-    for position in positions:
+    positions = array("I", kept_positions)
+    times = array("q", kept_times)
+    last: int | None = kept_times[-1] if kept_times else None
+    for position in sorted(marks | known.keys()):
         time_ms = known.get(position, last if last is not None else segment.mtime_ms)
         last = time_ms if last is None else max(time_ms, last)
+        positions.append(position)
         times.append(last)
     return positions, times
 
 
 def _find_valid_after(segment: Segment, start: int, max_message_size: int) -> int:
     """The first position >= ``start`` where a whole valid message begins, or -1 (bounded windows)."""
-    fd, size = segment.file.fileno(), segment.size
+    file = segment.file
+    fd, size = file.fileno(), segment.size
     position = start
     while position < size:
         buf = os.pread(fd, min(_WINDOW + 4 + max_message_size, size - position), position)

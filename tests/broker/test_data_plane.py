@@ -222,7 +222,7 @@ def test_metadata_and_create_topic(raw: RawClient) -> None:
     """CREATE_TOPIC makes a topic with the given partitions; METADATA lists it."""
     assert rq.decode_create_topic_response(raw.request(rq.encode_create_topic("made", 5))) == (0, 5)
     assert rq.decode_create_topic_response(raw.request(rq.encode_create_topic("bad/name", 5)))[0] == ErrorCode.INVALID_TOPIC
-    assert rq.decode_create_topic_response(raw.request(rq.encode_create_topic("zero", 0)))[0] == ErrorCode.INVALID_REQUEST
+    assert rq.decode_create_topic_response(raw.request(rq.encode_create_topic("zero", 0)))[0] == ErrorCode.INVALID_PARTITIONS
     error, meta = rq.decode_metadata_response(raw.request(rq.encode_metadata()))
     assert rq.TopicMetadata("made", 0, (0,) * 5, (0, 1, 2, 3, 4)) in meta.topics
     error, meta = rq.decode_metadata_response(raw.request(rq.encode_metadata(["made", "missing"])))

@@ -57,3 +57,15 @@ def test_sync_grpc_server_needs_a_worker_per_waiting_member() -> None:
     with pytest.raises(ConfigError, match="grpc.max.workers"):
         BrokerConfig.load(None, {"grpc.max.workers": 100, "group.max.size": 200})
     assert BrokerConfig.load(None, {"grpc.max.workers": 100, "group.max.size": 200, "grpc.server": "aio"})
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"num.partitions": 11, "num.partitions.max": 10}, "num.partitions"),
+    ({"num.partitions.max": 200_000}, "max.broker.partitions"),
+    ({"num.partitions.max": 0}, "num.partitions.max"),
+    ({"log.open.files.max": 3}, "log.open.files.max"),
+])
+def test_partition_and_file_limits_must_be_consistent(overrides, message) -> None:
+    """Limits that contradict each other are refused at start-up, naming the key."""
+    with pytest.raises(ConfigError, match=message):
+        BrokerConfig.load(None, overrides)

@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from rill.broker.log import Flusher, Log, LogConfig, files
+from rill.broker.log import Flusher, Log, LogConfig, LogManager, files
+from rill.broker.log.checkpoint import read_checkpoint
 from rill.client.errors import StorageError
 from rill.client.protocol.messages import encode_message_set
 
@@ -125,13 +126,17 @@ def test_fsync_failure_fails_the_log_and_is_not_retried(log, monkeypatch):
     assert len(attempts) == 1 and log.flushed_offset == 0
 
 
-def test_recovery_point_is_written_by_flush(tmp_path, clock):
-    """A flush persists the recovery point once recovery_point_interval_ms has passed."""
-    log = Log.open(str(tmp_path), "t", 0, LogConfig(recovery_point_interval_ms=0), clock)
-    log.append(encode_message_set([b"a"]))
-    log.flush()
-    assert files.read_recovery_point(log.directory) == log.end_offset
-    log.close()
+def test_recovery_point_checkpoint_is_written_after_flushes(tmp_path, clock):
+    """Housekeeping writes every log's flushed offset to the checkpoint once its interval passed and a flush ran."""
+    manager = LogManager(str(tmp_path), LogConfig(recovery_point_interval_ms=1000, flush_interval_messages=1), clock=clock)
+    manager.create_topic("t", 2)
+    info = manager.get("t", 1).append(encode_message_set([b"a"]))
+    manager.housekeeping(clock.now + 2)
+    assert read_checkpoint(str(tmp_path)) is None  # nothing was flushed yet: no write
+    manager.flush_due(clock.now)
+    manager.housekeeping(clock.now + 4)
+    assert read_checkpoint(str(tmp_path)) == {("t", 0): 0, ("t", 1): info.next_offset}
+    manager.close()
 
 
 def test_close_flushes(tmp_path):
@@ -158,6 +163,9 @@ class _Target:
     def run_retention(self, now: float) -> int:
         self.retentions.append(now)
         return 0
+
+    def housekeeping(self, now: float) -> None:
+        pass
 
 
 def _wait_for(predicate, timeout: float = 5.0) -> bool:

@@ -8,9 +8,11 @@ import sys
 from array import array
 
 import pytest
+import structlog
 
 from rill.broker.log import Log, LogConfig
 from rill.broker.log.index import ENTRY_SIZE, SegmentIndex, pack_entries, unpack_entries
+from rill.broker.log.segment import Segment
 from rill.client.protocol.messages import encode_message_set
 
 
@@ -33,7 +35,6 @@ def test_index_ram_for_5_gb_of_small_messages_is_small(tmp_path):
         index = SegmentIndex(str(tmp_path / f"{k}.index"), 4096)
         index.add(range(0, 10**9, 4096), 0, 1_700_000_000_000)
         total += sys.getsizeof(index.positions) + sys.getsizeof(index.times)
-        index.close()
     assert total < 20 * 2**20
 
 
@@ -46,24 +47,19 @@ def test_index_ram_for_5_gb_of_small_messages_is_small(tmp_path):
 ])
 def test_load_trusted_refuses_insane_indexes(tmp_path, entries, segment_size):
     """An index that breaks an invariant is not loaded."""
-    path = tmp_path / "i.index"
-    path.write_bytes(b"".join(struct.pack(">Iq", p, t) for p, t in entries))
-    index = SegmentIndex(str(path), 64)
-    assert not index.load_trusted(segment_size)
-    index.close()
+    data = b"".join(struct.pack(">Iq", p, t) for p, t in entries)
+    index = SegmentIndex(str(tmp_path / "i.index"), 64)
+    assert not index.load_trusted(data, segment_size)
 
 
 def test_load_trusted_refuses_partial_entries(tmp_path):
     """An index whose size is not a multiple of 12 bytes is not loaded."""
-    path = tmp_path / "i.index"
-    path.write_bytes(struct.pack(">Iq", 0, 1) + b"\x00")
-    index = SegmentIndex(str(path), 64)
-    assert not index.load_trusted(100)
-    index.close()
+    index = SegmentIndex(str(tmp_path / "i.index"), 64)
+    assert not index.load_trusted(struct.pack(">Iq", 0, 1) + b"\x00", 100)
 
 
 def test_garbage_index_is_rebuilt_on_clean_open(tmp_path):
-    """A corrupt index of a flushed segment is rebuilt by scanning, and reads stay correct."""
+    """A corrupt index of a flushed segment is rebuilt by scanning when first used, and reads stay correct."""
     config = LogConfig(index_interval_bytes=100)
     log = Log.open(str(tmp_path), "t", 0, config)
     log.append(encode_message_set([b"i" * 40] * 30))
@@ -72,8 +68,10 @@ def test_garbage_index_is_rebuilt_on_clean_open(tmp_path):
     with open(log.segments[0].index.path, "ab") as f:
         f.write(os.urandom(7))
     again = _reopen_clean(tmp_path, config)
-    assert again.recovery_report.segments_scanned == 1
-    assert list(again.segments[0].index.positions) == expected
+    assert not again.segments[0].index_loaded  # nothing is read at start-up
+    with structlog.testing.capture_logs() as events:
+        assert list(again.segments[0].index.positions) == expected
+    assert [e["file"] for e in events if e["event"] == "recovery.index_rebuilt"] == [again.segments[0].path]
     assert os.path.getsize(again.segments[0].index.path) == ENTRY_SIZE * len(expected)
     assert again.read(500, 120).length == 100
     again.close()
@@ -88,8 +86,9 @@ def test_index_disagreeing_with_the_log_is_rebuilt(tmp_path):
     with open(log.segments[0].index.path, "wb") as f:
         f.write(struct.pack(">Iq", 0, 1) + struct.pack(">Iq", 1457, 1))
     again = _reopen_clean(tmp_path, config)
-    assert again.recovery_report.segments_scanned == 1
-    assert 1457 not in again.segments[0].index.positions
+    with structlog.testing.capture_logs() as events:
+        assert 1457 not in again.segments[0].index.positions
+    assert any(e["event"] == "recovery.index_rebuilt" for e in events)
     again.close()
 
 
@@ -100,7 +99,9 @@ def test_sane_index_is_trusted_on_clean_open(tmp_path):
     log.append(encode_message_set([b"i" * 40] * 30))
     log.close()
     again = _reopen_clean(tmp_path, config)
-    assert again.recovery_report.segments_scanned == 0 and len(again.segments[0].index) > 5
+    with structlog.testing.capture_logs() as events:
+        assert len(again.segments[0].index) > 5
+    assert again.recovery_report.segments_scanned == 0 and events == []
     again.close()
 
 
@@ -113,8 +114,7 @@ def test_rebuild_keeps_append_times_of_matching_entries(tmp_path, clock):
     log.append(encode_message_set([b"b" * 140]))
     log.flush()
     times = list(log.segments[0].index.times)
-    for segment in log.segments:
-        segment.close()  # crash
+    log.abandon()  # crash
     again = Log.open(str(tmp_path), "t", 0, config, clock)
     assert again.recovery_report.segments_scanned == 1
     assert list(again.segments[0].index.times) == times
@@ -212,13 +212,15 @@ def test_append_time_of_an_offset_comes_from_the_time_index(tmp_path, clock) -> 
 
 
 def test_persist_writes_only_whole_entries_while_an_add_is_half_done(tmp_path):
-    """persist (flush thread) racing add (writer thread) between its two appends writes complete entries only."""
-    index = SegmentIndex(str(tmp_path / "i.index"), 64)
+    """A flush (flush thread) racing add (writer thread) between its two appends writes complete entries only."""
+    segment = Segment.create(str(tmp_path), 0, 64, 5)
+    segment.size = 300  # the log bytes do not matter here
+    index = segment.index
     index.add([0, 100], 0, 5)
     index.positions.append(200)  # add() interrupted after the position, before the time
-    index.persist()
-    assert (tmp_path / "i.index").read_bytes() == pack_entries(array("I", [0, 100]), array("q", [5, 5]))
+    segment.flush()
+    assert open(segment.index_path, "rb").read() == pack_entries(array("I", [0, 100]), array("q", [5, 5]))
     index.times.append(6)  # the add completes; the next flush writes the rest
-    index.persist()
-    assert unpack_entries((tmp_path / "i.index").read_bytes()) == (array("I", [0, 100, 200]), array("q", [5, 5, 6]))
-    index.close()
+    segment.flush()
+    assert unpack_entries(open(segment.index_path, "rb").read()) == (array("I", [0, 100, 200]), array("q", [5, 5, 6]))
+    segment.close()

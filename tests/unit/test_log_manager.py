@@ -8,7 +8,8 @@ import threading
 import pytest
 
 from rill.broker.log import LogConfig, LogManager, files
-from rill.client.errors import InvalidRequest, InvalidTopic, StorageError, UnknownTopic, WrongPartition
+from rill.client.errors import (InvalidPartitions, InvalidRequest, InvalidTopic, StorageError, UnknownTopic,
+                                WrongPartition)
 from rill.client.protocol.messages import encode_message_set
 
 BAD_NAMES = ["../x", "", ".", "..", "a/b", "a\x00b", "x" * 250, "a b", "../../etc/passwd"]
@@ -44,10 +45,10 @@ def test_create_topic_is_idempotent_with_same_count(manager):
         manager.create_topic("orders", 3)
 
 
-@pytest.mark.parametrize("count", [0, -1, 100_001])
+@pytest.mark.parametrize("count", [0, -1, 10_001])
 def test_create_topic_refuses_bad_partition_counts(manager, count):
-    """A partition count outside 1..100000 is refused."""
-    with pytest.raises(InvalidRequest):
+    """A partition count outside 1..num.partitions.max (10000 by default) is refused."""
+    with pytest.raises(InvalidPartitions):
         manager.create_topic("t", count)
 
 
@@ -120,21 +121,29 @@ def test_close_writes_the_clean_marker(tmp_path):
     LogManager(data, LogConfig()).close()
 
 
-def test_no_marker_when_a_log_failed(tmp_path, monkeypatch):
-    """If a log cannot be flushed at close, no clean marker is written."""
+def test_a_log_that_fails_at_close_is_named_in_the_marker_and_recovered(tmp_path, monkeypatch):
+    """A log that cannot be flushed at close does not stop the close: the marker names it and its next start recovers it."""
     data = str(tmp_path / "data")
     manager = LogManager(data, LogConfig())
-    manager.create_topic("t", 1)
+    manager.create_topic("t", 2)
     manager.get("t", 0).append(encode_message_set([b"x"]))
+    real_fsync = os.fsync
+    broken = {manager.get("t", 0).segments[-1].file.fileno()}
 
-    def broken_fsync(fd):
-        raise OSError(5, "Input/output error")
+    def fsync(fd):
+        if fd in broken:
+            raise OSError(5, "Input/output error")
+        real_fsync(fd)
 
-    monkeypatch.setattr(os, "fsync", broken_fsync)
-    with pytest.raises(StorageError):
-        manager.close()
+    monkeypatch.setattr(os, "fsync", fsync)
+    assert manager.close() == ["t-0"]
     monkeypatch.undo()
-    assert not os.path.exists(os.path.join(data, files.CLEAN_SHUTDOWN_MARKER))
+    with open(os.path.join(data, files.CLEAN_SHUTDOWN_MARKER)) as f:
+        assert f.read() == "t 0\n"
+    again = LogManager(data, LogConfig())
+    assert not again.get("t", 0).recovery_report.clean and again.get("t", 1).recovery_report.clean
+    assert again.get("t", 0).recovery_report.segments_scanned == 1
+    again.close()
 
 
 def test_data_directory_is_locked(tmp_path, manager):

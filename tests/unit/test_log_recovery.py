@@ -10,7 +10,8 @@ import tracemalloc
 import pytest
 import structlog
 
-from rill.broker.log import CorruptLogError, Log, LogConfig, LogManager, files
+from rill.broker.log import CorruptLogError, Log, LogConfig, LogManager, checkpoint, files
+from rill.broker.log.checkpoint import read_checkpoint
 from rill.client.protocol.messages import decode_message_set, encode_message_set
 
 SMALL = LogConfig(segment_bytes=1024, index_interval_bytes=100)
@@ -18,8 +19,7 @@ SMALL = LogConfig(segment_bytes=1024, index_interval_bytes=100)
 
 def _crash(log: Log) -> None:
     """Simulate kill -9: drop the descriptors without flushing or writing anything."""
-    for segment in log.segments:
-        segment.close()
+    log.abandon()
 
 
 def _values(log: Log) -> list[bytes]:
@@ -230,24 +230,46 @@ def test_empty_log_directory_and_empty_segment(tmp_path):
 
 
 def test_only_segments_after_the_recovery_point_are_scanned(tmp_path):
-    """Segments wholly before the last flushed offset are trusted (after index checks), not scanned."""
-    config = LogConfig(segment_bytes=1024, index_interval_bytes=100, recovery_point_interval_ms=0)
+    """Segments wholly before the last flushed offset are trusted (their index checked when used), not scanned."""
+    config = LogConfig(segment_bytes=1024, index_interval_bytes=100)
     log, _ = _written(tmp_path, [b"f" * 190] * 12, config, crash=False)
     log.flush()
+    flushed = log.flushed_offset
     log.append(encode_message_set([b"f" * 190] * 4))
     _crash(log)
-    again = Log.open(str(tmp_path), "t", 0, config)
+    again = Log.open(str(tmp_path), "t", 0, config, recovery_point=flushed)
     # segments 0, 1000 and 2000 (400 bytes) were flushed; the set of 800 bytes rolled to 2400
     assert [s.base_offset for s in again.segments] == [0, 1000, 2000, 2400]
     assert again.recovery_report.segments_scanned == 1
+    assert [s.index_loaded for s in again.segments] == [False, False, False, True]
     again.close()
 
 
-def test_recovered_data_is_synced_and_recovery_point_advanced(tmp_path):
-    """After recovery the recovered segments are fsynced and the recovery point is the end (KAFKA-10101)."""
+def test_the_scan_starts_at_the_recovery_point_inside_its_segment(tmp_path):
+    """Recovery reads only what was appended after the recovery point, keeping the index entries before it."""
+    config = LogConfig(index_interval_bytes=100)
+    log, offsets = _written(tmp_path, [bytes([i]) * 90 for i in range(20)], config, crash=False)
+    log.flush()
+    flushed, entries = log.flushed_offset, list(log.segments[0].index.positions)
+    tail = [bytes([50 + i]) * 90 for i in range(5)]
+    for payload in tail:
+        log.append(encode_message_set([payload]))
+    _crash(log)
+    with structlog.testing.capture_logs() as events:
+        again = Log.open(str(tmp_path), "t", 0, config, recovery_point=flushed)
+    [scanned] = [e for e in events if e["event"] == "recovery.scanned"]
+    assert (scanned["start"], scanned["bytes"]) == (flushed, again.end_offset - flushed)
+    assert list(again.segments[0].index.positions)[:len(entries)] == entries
+    assert _values(again) == [bytes([i]) * 90 for i in range(20)] + tail
+    again.close()
+
+
+def test_recovered_data_is_synced(tmp_path):
+    """After recovery the recovered segments are fsynced: the flushed offset is the end (KAFKA-10101)."""
     log, _ = _written(tmp_path, [b"p" * 100] * 4, LogConfig())
     again = Log.open(str(tmp_path), "t", 0, LogConfig())
-    assert files.read_recovery_point(again.directory) == again.end_offset == again.flushed_offset
+    assert again.recovery_report.segments_scanned == 1
+    assert again.end_offset == again.flushed_offset > 0
     again.close()
 
 
@@ -260,27 +282,39 @@ def test_clean_shutdown_marker_skips_the_scan(tmp_path):
     assert os.path.exists(tmp_path / files.CLEAN_SHUTDOWN_MARKER)
     with structlog.testing.capture_logs() as events:
         manager = LogManager(str(tmp_path), SMALL)
-    loaded = next(e for e in events if e["event"] == "log.loaded")
-    assert loaded["clean"] is True and loaded["segments_scanned"] == 0
-    assert not [e for e in events if e["event"].startswith("recovery.")]
+    loaded = next(e for e in events if e["event"] == "logs.loaded")
+    assert loaded["clean_start"] is True and loaded["partitions"] == 1
+    assert not [e for e in events if e["event"].startswith("recovery.") or e["event"] == "log.loaded"]
     assert manager.get("t", 0).recovery_report.clean
     assert not os.path.exists(tmp_path / files.CLEAN_SHUTDOWN_MARKER)
     manager.close()
 
 
-def test_missing_marker_triggers_recovery(tmp_path):
-    """Without the marker (a crash) every log is recovered from its recovery point."""
+def _crash_manager(manager: LogManager) -> None:
+    """Simulate kill -9 of the broker holding ``manager``: nothing is flushed or written."""
+    for log in manager.logs():
+        log.abandon()
+    os.close(manager._lock_fd)
+
+
+def test_missing_marker_triggers_recovery_from_the_checkpoint(tmp_path):
+    """Without the marker (a crash) each log is recovered from its checkpointed recovery point, then checkpointed."""
     manager = LogManager(str(tmp_path), SMALL)
-    manager.create_topic("t", 1)
-    manager.get("t", 0).append(encode_message_set([b"c" * 50] * 30))
-    manager.close()
-    os.unlink(tmp_path / files.CLEAN_SHUTDOWN_MARKER)
+    manager.create_topic("t", 2)
+    flushed = manager.get("t", 0).append(encode_message_set([b"c" * 50] * 30)).next_offset
+    manager.flush_all()
+    manager.write_checkpoint()
+    end = manager.get("t", 0).append(encode_message_set([b"d" * 50] * 3)).next_offset
+    _crash_manager(manager)
     with structlog.testing.capture_logs() as events:
         manager = LogManager(str(tmp_path), SMALL)
     report = manager.get("t", 0).recovery_report
-    assert not report.clean and report.segments_scanned >= 1
+    assert not report.clean and report.recovery_point == flushed and report.segments_scanned == 1
+    assert manager.get("t", 0).end_offset == end
+    assert manager.get("t", 1).recovery_report.segments_scanned == 0  # empty: nothing to read
     assert [e["event"] for e in events if e["event"].startswith("recovery.")][:2] == [
         "recovery.unclean_shutdown", "recovery.scanned"]
+    assert read_checkpoint(str(tmp_path)) == {("t", 0): end, ("t", 1): 0}
     manager.close()
 
 
@@ -311,15 +345,17 @@ def test_side_file_copy_is_bounded_for_large_tails(tmp_path):
     again.close()
 
 
-def test_clean_reopen_does_not_rewrite_the_recovery_point(tmp_path, monkeypatch):
-    """A log reopened after a clean close already has its end as recovery point: the file is not rewritten."""
-    log, _ = _written(tmp_path, [b"c" * 100] * 4, LogConfig(), crash=False)
-    log.close()
-    writes: list[tuple[str, int]] = []
-    real_write = files.write_recovery_point
-    monkeypatch.setattr(files, "write_recovery_point",
-                        lambda directory, offset: (writes.append((directory, offset)), real_write(directory, offset)))
-    again = Log.open(str(tmp_path), "t", 0, LogConfig(), clean=True)
-    assert writes == []
-    assert again.recovery_report.recovery_point == again.end_offset > 0
+def test_clean_start_reads_and_writes_nothing_per_partition(tmp_path, monkeypatch):
+    """A clean start lists directories only: no checkpoint write, no index read, no descriptor left open."""
+    manager = LogManager(str(tmp_path), SMALL)
+    manager.create_topic("t", 3)
+    for p in range(3):
+        manager.get("t", p).append(encode_message_set([b"c" * 100] * 20))
+    manager.close()
+    writes: list[object] = []
+    monkeypatch.setattr(checkpoint, "write_checkpoint", lambda *args: writes.append(args))
+    again = LogManager(str(tmp_path), SMALL)
+    assert writes == [] and len(again.open_files) == 0
+    assert not any(s.index_loaded for log in again.logs() for s in log.segments)
+    assert again.get("t", 2).end_offset == 20 * 110
     again.close()

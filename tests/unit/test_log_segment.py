@@ -30,10 +30,13 @@ def segment(tmp_path):
 
 
 def test_create_names_files_by_base_offset(tmp_path):
-    """A new segment is an empty %020d.log file with a %020d.index beside it."""
+    """A new segment is an empty %020d.log file; its %020d.index appears with the first flush of entries."""
     seg = Segment.create(str(tmp_path), 12345, INTERVAL, 0)
-    assert sorted(os.listdir(tmp_path)) == ["00000000000000012345.index", "00000000000000012345.log"]
+    assert sorted(os.listdir(tmp_path)) == ["00000000000000012345.log"]
     assert seg.size == 0 and seg.end_offset == 12345
+    _append(seg, [b"x"])
+    seg.flush()
+    assert sorted(os.listdir(tmp_path)) == ["00000000000000012345.index", "00000000000000012345.log"]
     seg.close()
 
 
@@ -74,7 +77,7 @@ def test_a_zero_byte_pwrite_raises_instead_of_spinning(segment, tmp_path, monkey
     assert segment.size == 0
     segment.index.add([0], 0, 1000)
     with pytest.raises(OSError, match="short write"):
-        segment.index.persist()
+        segment.flush()
     fd = os.open(str(tmp_path / "plain"), os.O_WRONLY | os.O_CREAT)
     try:
         with pytest.raises(OSError, match="short write"):
@@ -113,7 +116,7 @@ def test_find_boundary_at_or_before(segment):
 def test_flush_persists_index_entries(tmp_path, segment):
     """flush writes the pending index entries (12 bytes each) before the fsync."""
     _append(segment, [b"m" * 40] * 10)
-    assert os.path.getsize(files.index_path(str(tmp_path), 0)) == 0
+    assert not os.path.exists(files.index_path(str(tmp_path), 0))
     segment.flush()
     assert os.path.getsize(files.index_path(str(tmp_path), 0)) == 12 * len(segment.index)
 

@@ -31,6 +31,8 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     STORAGE_ERROR: _ClassVar[ErrorCode]
     INVALID_REQUEST: _ClassVar[ErrorCode]
     INVALID_TOPIC: _ClassVar[ErrorCode]
+    INVALID_PARTITIONS: _ClassVar[ErrorCode]
+    PARTITION_LIMIT_REACHED: _ClassVar[ErrorCode]
 
 class RewindTarget(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -60,6 +62,8 @@ REBALANCE_TIMEOUT: ErrorCode
 STORAGE_ERROR: ErrorCode
 INVALID_REQUEST: ErrorCode
 INVALID_TOPIC: ErrorCode
+INVALID_PARTITIONS: ErrorCode
+PARTITION_LIMIT_REACHED: ErrorCode
 OFFSET: RewindTarget
 EARLIEST: RewindTarget
 LATEST: RewindTarget
