@@ -40,6 +40,9 @@ class Broker:
                 config["host.name"], config["port"],
                 max_request_size=config["socket.request.max.bytes"],
                 max_connections=config["max.connections"],
+                max_connections_per_ip=config["max.connections.per.ip"],
+                queued_max_request_bytes=config["queued.max.request.bytes"],
+                request_read_timeout_ms=config["request.read.timeout.ms"],
                 idle_timeout_ms=config["connections.max.idle.ms"])
         except OSError:
             self.logs.close()

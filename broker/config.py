@@ -60,7 +60,18 @@ KEYS: tuple[Key, ...] = (
         "Open a partition with corruption in the middle by cutting it there (the cut bytes are kept aside)."),
     Key("message.max.bytes", int, 1_000_000, "Largest message payload accepted."),
     Key("socket.request.max.bytes", int, 100 * 1024 * 1024, "Largest request; checked from the size field before reading."),
-    Key("max.connections", int, 10_000, "Connections beyond this are closed on accept."),
+    Key("max.connections", int, 10_000,
+        "Most open connections. A new one beyond it takes the place of the least recently active idle connection "
+        "of the address holding the most; it is refused only when none is idle."),
+    Key("max.connections.per.ip", int, 2_147_483_647,
+        "Most open connections from one address; a new one beyond it takes the place of that address's least "
+        "recently active idle connection, or is refused."),
+    Key("queued.max.request.bytes", int, 200 * 1024 * 1024,
+        "Most bytes of requests over 64 KiB being received at once, broker-wide (at least socket.request.max.bytes). "
+        "Beyond it those connections stop being read until memory is given back; smaller requests are not held up."),
+    Key("request.read.timeout.ms", int, 30_000,
+        "A request over 64 KiB must arrive whole within this time of its size field, or its connection is closed "
+        "(it holds request memory meanwhile)."),
     Key("connections.max.idle.ms", int, 600_000, "Close connections idle for this long."),
     Key("fetch.max.wait.ms", int, 30_000, "Upper bound on a long-poll fetch's max_wait_ms."),
     Key("grpc.port", int, 9093, "gRPC port of the group coordinator and admin services; 0 picks a free port."),
@@ -167,6 +178,13 @@ class BrokerConfig:
         if not 1 <= v["num.partitions"] <= v["num.partitions.max"]:
             raise ConfigError(f"num.partitions ({v['num.partitions']}) must be between 1 and "
                               f"num.partitions.max ({v['num.partitions.max']})")
+        if v["queued.max.request.bytes"] < v["socket.request.max.bytes"]:
+            raise ConfigError(f"queued.max.request.bytes ({v['queued.max.request.bytes']}) must be at least "
+                              f"socket.request.max.bytes ({v['socket.request.max.bytes']})")
+        for key in ("max.connections", "max.connections.per.ip", "request.read.timeout.ms",
+                    "connections.max.idle.ms"):
+            if v[key] < 1:
+                raise ConfigError(f"{key} must be positive, got {v[key]}")
         if v["log.open.files.max"] < 16:
             raise ConfigError(f"log.open.files.max must be at least 16, got {v['log.open.files.max']}")
         if v["log.open.files.idle.ms"] < 0:

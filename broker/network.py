@@ -7,6 +7,13 @@ an fsync acknowledgement), and the writer sends slots from the head as they beco
 ready. Parts are ``bytes`` or file slices (objects with ``file``, ``position`` and
 ``length``), which go out with ``os.sendfile`` straight from the page cache.
 
+Memory: a connection owns no receive buffer. Reads go into the server's shared buffer
+and only the bytes of an incomplete small frame stay behind (dropped when it
+completes); a request over 64 KiB is received straight into a buffer of its own size,
+reserved beforehand from the broker's :class:`~rill.broker.request_memory.RequestMemory`
+and given back once the request is handled. An idle connection costs a socket, this
+object and a few dozen bytes.
+
 A handler that cannot serve a request yet (it needs a topic that is being created)
 raises :class:`Deferred`: the connection holds that frame, reads nothing more, and
 handles the frame again once the future is done (the server calls :meth:`resume`),
@@ -27,11 +34,11 @@ from typing import Any, Protocol
 
 import structlog
 
+from rill.broker.request_memory import RequestMemory
 from rill.client.protocol.framing import DecodeError, FrameDecoder
 
 log = structlog.get_logger(__name__)
 
-RECV_SIZE = 1 << 20
 MAX_PENDING_SLOTS = 1024  # stop reading a connection whose responses are not being read
 
 
@@ -74,34 +81,43 @@ class Deferred(Exception):
 
 
 class Connection:
-    def __init__(self, sock: socket.socket, addr: Any, max_request_size: int) -> None:
+    """One client connection (see the module docstring)."""
+
+    def __init__(self, sock: socket.socket, addr: Any, max_request_size: int,
+                 memory: RequestMemory[Connection] | None = None) -> None:
         self.sock = sock
         self.fd = sock.fileno()
         self.addr = addr
-        self.decoder = FrameDecoder(max_request_size)
+        self.ip = str(addr[0]) if isinstance(addr, tuple) and addr else str(addr)
+        self.memory = memory
+        self.decoder = FrameDecoder(max_request_size, reserve=self._reserve if memory is not None else None)
         self.pending: deque[Slot] = deque()
         self._out: deque[Part] = deque()  # parts of head slots being written
         self._out_pos = 0  # bytes of self._out[0] already sent
-        self._recv = bytearray(RECV_SIZE)
-        self._recv_view = memoryview(self._recv)
+        self.body_since: float | None = None  # when the large request being received began to arrive
         self.last_active = time.monotonic()
         self.closed = False
         self.events = 0  # what the selector watches for this connection now
         self.held: memoryview | None = None  # a frame whose handler raised Deferred
+        self.held_reserved = 0  # request memory the held frame holds
         self.waiting_for: Deferred | None = None
         self.deferrals: list[Deferred] = []
         """What the frame being handled waited for so far (each future done), oldest first."""
 
     # ---------------------------------------------------------------- reading
 
-    def read(self, handle: Handler) -> bool:
+    def read(self, handle: Handler, buffer: memoryview) -> bool:
         """Read what is available and handle each whole frame. Returns False on EOF.
+
+        ``buffer`` is the server's shared receive buffer; a large request's body is
+        received straight into its own buffer instead.
 
         Raises DecodeError for a malformed or oversized frame (the caller closes this
         connection only).
         """
+        target = self.decoder.body_target()
         try:
-            n = self.sock.recv_into(self._recv_view)
+            n = self.sock.recv_into(target if target is not None else buffer)
         except (BlockingIOError, InterruptedError):
             return True
         except OSError:
@@ -109,26 +125,50 @@ class Connection:
         if n == 0:
             return False
         self.last_active = time.monotonic()
-        self.decoder.feed(self._recv_view[:n])
+        if target is not None:
+            self.decoder.commit(n)
+        else:
+            self.decoder.feed(buffer[:n])
         self.process_frames(handle)
+        if self.decoder.receiving_body():
+            self.body_since = self.body_since or self.last_active
+        else:
+            self.body_since = None
         return True
+
+    def _reserve(self, size: int) -> bool:
+        assert self.memory is not None
+        return self.memory.try_reserve(self, size)
+
+    def _release(self, size: int) -> None:
+        if self.memory is not None:
+            self.memory.release(size)
 
     def process_frames(self, handle: Handler) -> None:
         """Handle buffered whole frames while fewer than MAX_PENDING_SLOTS responses wait.
 
         Stops at a frame whose handler raises :class:`Deferred` (see :meth:`resume`).
         """
-        while self.accepting_requests():
-            frame = self.held if self.held is not None else self.decoder.next_frame()
+        while self.waiting_for is None and len(self.pending) < MAX_PENDING_SLOTS:
+            frame: memoryview | None = self.held
+            reserved = self.held_reserved
             if frame is None:
-                return
+                frame = self.decoder.next_frame()  # None too while request memory is refused
+                if frame is None:
+                    return
+                reserved = self.decoder.take_reservation()
             try:
                 slot = handle(self, frame)
             except Deferred as deferred:
-                self.held, self.waiting_for = frame, deferred
+                self.held, self.held_reserved, self.waiting_for = frame, reserved, deferred
                 return
-            self.held = None
+            except BaseException:
+                self.held, self.held_reserved = None, 0
+                self._release(reserved)
+                raise
+            self.held, self.held_reserved = None, 0
             self.deferrals = []
+            self._release(reserved)
             if slot is not None:
                 self.pending.append(slot)
 
@@ -144,7 +184,13 @@ class Connection:
         return self.held is not None or self.decoder.pending_bytes() > 0
 
     def accepting_requests(self) -> bool:
-        return self.waiting_for is None and len(self.pending) < MAX_PENDING_SLOTS
+        """Whether to read and handle more: no held frame, room for responses, request memory granted."""
+        return (self.waiting_for is None and len(self.pending) < MAX_PENDING_SLOTS
+                and not self.decoder.waiting_for_memory)
+
+    def idle(self) -> bool:
+        """Nothing in flight: no response owed, no frame held or half received."""
+        return not self.pending and self.held is None and not self.decoder.in_frame()
 
     # ---------------------------------------------------------------- writing
 
@@ -206,12 +252,15 @@ class Connection:
             raise OSError(f"segment file ended inside a fetch slice at {part.position + self._out_pos}")
         return sent
 
-    def has_output(self) -> bool:
-        return bool(self._out) or bool(self.pending and self.pending[0].parts is not None)
-
     def close(self) -> None:
+        """Close the socket and give back the request memory this connection holds. Idempotent."""
         if not self.closed:
             self.closed = True
+            held = self.decoder.release_all() + self.held_reserved
+            self.held, self.held_reserved = None, 0
+            if self.memory is not None:
+                self.memory.forget(self)
+            self._release(held)
             try:
                 self.sock.close()
             except OSError:

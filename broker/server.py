@@ -3,8 +3,10 @@
 Accepts connections, reads frames and hands them to the request handlers, writes
 responses, and runs timers (long-poll deadlines, acknowledgement timeouts) and
 callbacks posted from other threads (the flusher's fsync completions). There is no
-thread per connection: thousands of idle connections cost a file descriptor and a
-small buffer each.
+thread per connection and no buffer per connection: reads go into one shared buffer,
+so thousands of idle connections cost a file descriptor and a few hundred bytes each.
+When ``accept()`` fails for lack of descriptors or memory the listener is paused
+(50 ms, doubling to 1 s) and the failure logged at most once per 10 s with a count.
 
 Thread-safety: only :meth:`call_soon_threadsafe` and :meth:`stop` may be called from
 other threads; everything else runs on the loop thread.
@@ -21,15 +23,20 @@ import socket
 import time
 from collections import deque
 from collections.abc import Callable
+from typing import Any
 
 import structlog
 
+from rill.broker.connection_table import ConnectionTable
 from rill.broker.network import Connection, Slot
+from rill.broker.request_memory import RequestMemory
+from rill.broker.throttled_log import ThrottledLog
 from rill.client.protocol.framing import DecodeError
 
 log = structlog.get_logger(__name__)
 
 IDLE_CHECK_INTERVAL = 5.0
+RECV_BUFFER_BYTES = 256 * 1024  # one receive buffer shared by every connection (one loop thread)
 
 
 class Timer:
@@ -130,25 +137,44 @@ class BrokerServer(EventLoop):
     """Serves the data-plane protocol on one listening socket.
 
     ``handle(conn, frame_body) -> Slot | None`` does the work of a request; see
-    rill.broker.handlers.
+    rill.broker.handlers. Limits (see connection_table.py, request_memory.py):
+    ``max_connections`` and ``max_connections_per_ip`` (a newcomer takes the place of
+    an idle connection of the busiest address before it is refused),
+    ``queued_max_request_bytes`` for requests over 64 KiB being received,
+    ``request_read_timeout_ms`` for such a request to arrive whole, and
+    ``idle_timeout_ms`` for a connection with nothing in flight.
     """
 
     def __init__(self, host: str, port: int, *, max_request_size: int, max_connections: int,
-                 idle_timeout_ms: int, handle: Callable[[Connection, memoryview], Slot | None] | None = None) -> None:
+                 idle_timeout_ms: int, max_connections_per_ip: int | None = None,
+                 queued_max_request_bytes: int | None = None, request_read_timeout_ms: int = 30_000,
+                 handle: Callable[[Connection, memoryview], Slot | None] | None = None) -> None:
         super().__init__()
         self.max_request_size = max_request_size
-        self.max_connections = max_connections
         self.idle_timeout = idle_timeout_ms / 1000.0
+        self.read_timeout = request_read_timeout_ms / 1000.0
         self.handle = handle
-        self.connections: dict[int, Connection] = {}
+        self.table = ConnectionTable(max_connections, max_connections_per_ip or max_connections)
+        self.memory: RequestMemory[Connection] = RequestMemory(
+            queued_max_request_bytes or 2 * max_request_size, self._memory_granted)
+        self._recv = memoryview(bytearray(RECV_BUFFER_BYTES))
         self.fd_limit = raise_fd_limit()
         self.listener = socket.create_server((host, port), backlog=4096, reuse_port=False)
         self.listener.setblocking(False)
         self.selector.register(self.listener, selectors.EVENT_READ, None)
+        self._accepting = True
+        self._accept_backoff = 0.0
+        self._log = ThrottledLog()
         self.host, self.port = self.listener.getsockname()[:2]
-        self._next_idle_check = time.monotonic() + IDLE_CHECK_INTERVAL
+        self._sweep_interval = max(0.05, min(IDLE_CHECK_INTERVAL, self.idle_timeout / 4, self.read_timeout / 4))
+        self._next_idle_check = time.monotonic() + self._sweep_interval
         self._dirty: set[Connection] = set()
         self._waiting: set[Connection] = set()  # connections whose held frame waits for a future
+
+    @property
+    def connections(self) -> dict[int, Connection]:
+        """Open connections by descriptor."""
+        return self.table.by_fd
 
     # ---------------------------------------------------------------- loop
 
@@ -176,7 +202,7 @@ class BrokerServer(EventLoop):
         self._run_due()
         self._flush_dirty()
         if time.monotonic() >= self._next_idle_check:
-            self._close_idle()
+            self._sweep()
 
     def mark_dirty(self, conn: Connection) -> None:
         """Note that ``conn`` may have responses ready to send (sent at the end of this turn)."""
@@ -193,26 +219,52 @@ class BrokerServer(EventLoop):
                 return
             except OSError as exc:
                 if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
-                    log.warning("broker.accept_failed", error=exc.strerror)
+                    self._pause_accepting(exc)
                     return
-                raise
-            if len(self.connections) >= self.max_connections:
-                log.warning("broker.connection_refused", peer=str(addr), reason="max.connections reached",
-                            limit=self.max_connections)
+                self._log.warning("broker.accept_failed", error=exc.strerror or str(exc))
+                continue  # that one connection failed (aborted by its peer, say); go on
+            self._accept_backoff = 0.0
+            self._admit(sock, addr)
+
+    def _pause_accepting(self, exc: OSError) -> None:
+        """Out of descriptors or memory: stop accepting for a while (50 ms, doubling to 1 s)."""
+        self._accept_backoff = min(max(2 * self._accept_backoff, 0.05), 1.0)
+        self._log.warning("broker.accept_failed", error=exc.strerror or str(exc), retry_in_s=self._accept_backoff,
+                          open_connections=len(self.table), fd_limit=self.fd_limit)
+        if self._accepting:
+            self._accepting = False
+            self.selector.unregister(self.listener)
+        self.call_later(self._accept_backoff, self._resume_accepting)
+
+    def _resume_accepting(self) -> None:
+        if not self._accepting and not self._stopping:
+            self._accepting = True
+            self.selector.register(self.listener, selectors.EVENT_READ, None)
+
+    def _admit(self, sock: socket.socket, addr: Any) -> None:
+        ip = str(addr[0]) if isinstance(addr, tuple) else str(addr)
+        victim, limit = self.table.make_room(ip)
+        if limit:
+            if victim is None:
+                self._log.warning("broker.connection_refused", peer=ip, reason=f"{limit} reached",
+                                  connections=len(self.table), from_peer=self.table.count(ip))
                 sock.close()
-                continue
-            sock.setblocking(False)
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            conn = Connection(sock, addr, self.max_request_size)
-            self.connections[conn.fd] = conn
-            self.selector.register(sock, selectors.EVENT_READ, conn)
-            conn.events = selectors.EVENT_READ
+                return
+            self._log.warning("broker.connection_evicted", peer=str(victim.addr), reason=f"{limit} reached",
+                              detail="the least recently active idle connection made room for a new one")
+            self.close_connection(victim)
+        sock.setblocking(False)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        conn = Connection(sock, addr, self.max_request_size, self.memory)
+        self.table.add(conn)
+        self.selector.register(sock, selectors.EVENT_READ, conn)
+        conn.events = selectors.EVENT_READ
 
     def _on_readable(self, conn: Connection) -> None:
         if self.handle is None:
             raise RuntimeError("BrokerServer.handle is not set")
         try:
-            alive = conn.read(self.handle)
+            alive = conn.read(self.handle, self._recv)
         except DecodeError as exc:
             log.warning("broker.bad_frame", peer=str(conn.addr), error=str(exc))
             self.close_connection(conn)
@@ -224,8 +276,13 @@ class BrokerServer(EventLoop):
         if not alive:
             self.close_connection(conn)
             return
+        self.table.touch(conn)
         self._note_waiting(conn)
         self.mark_dirty(conn)
+
+    def _memory_granted(self, conn: Connection) -> None:
+        """Request memory may be free for ``conn`` now: let it retry on the next turn."""
+        self.call_later(0, lambda: self._process(conn))
 
     def _note_waiting(self, conn: Connection) -> None:
         """Resume ``conn`` on the loop once the future its held frame waits for is done."""
@@ -237,15 +294,22 @@ class BrokerServer(EventLoop):
 
     def _resume(self, conn: Connection) -> None:
         self._waiting.discard(conn)
-        if conn.closed or self.handle is None:
-            return
+        if not conn.closed and self.handle is not None:
+            self._guard(conn, lambda: conn.resume(self.handle))  # type: ignore[arg-type]
+
+    def _process(self, conn: Connection) -> None:
+        if not conn.closed and self.handle is not None:
+            self._guard(conn, lambda: conn.process_frames(self.handle))  # type: ignore[arg-type]
+
+    def _guard(self, conn: Connection, step: Callable[[], None]) -> None:
+        """Run request handling for ``conn`` outside a read; a bad frame or a bug costs this connection only."""
         try:
-            conn.resume(self.handle)
+            step()
         except DecodeError as exc:
             log.warning("broker.bad_frame", peer=str(conn.addr), error=str(exc))
             self.close_connection(conn)
             return
-        except Exception:  # a handler bug costs this connection only
+        except Exception:
             log.exception("broker.handler_failed", peer=str(conn.addr))
             self.close_connection(conn)
             return
@@ -280,8 +344,9 @@ class BrokerServer(EventLoop):
     def _watch(self, conn: Connection, want_write: bool) -> None:
         """Watch for reads while the connection takes requests, for writes while output is stuck.
 
-        A connection with too many responses waiting (all deferred) is watched for
-        nothing until one fills; :meth:`mark_dirty` then brings it back.
+        A connection with too many responses waiting (all deferred), or waiting for
+        request memory, is watched for nothing until that changes; :meth:`mark_dirty`
+        then brings it back.
         """
         events = (selectors.EVENT_READ if conn.accepting_requests() else 0) | (
             selectors.EVENT_WRITE if want_write else 0)
@@ -298,27 +363,34 @@ class BrokerServer(EventLoop):
     def close_connection(self, conn: Connection) -> None:
         if conn.closed:
             return
-        self.connections.pop(conn.fd, None)
+        self.table.remove(conn)
+        self._dirty.discard(conn)
         if conn.events:
             self.selector.unregister(conn.sock)
             conn.events = 0
         conn.close()
 
-    def _close_idle(self) -> None:
+    def _sweep(self) -> None:
+        """Close connections idle for ``connections.max.idle.ms`` and large requests slower than the read timeout."""
         now = time.monotonic()
-        self._next_idle_check = now + IDLE_CHECK_INTERVAL
-        for conn in list(self.connections.values()):
-            if now - conn.last_active > self.idle_timeout and not conn.pending:
+        self._next_idle_check = now + self._sweep_interval
+        for conn in list(self.table.by_fd.values()):
+            if conn.body_since is not None and now - conn.body_since > self.read_timeout:
+                self._log.warning("broker.request_read_timeout", peer=str(conn.addr), timeout_s=self.read_timeout,
+                                  detail="a request over 64 KiB did not arrive whole in time (request.read.timeout.ms)")
+                self.close_connection(conn)
+            elif now - conn.last_active > self.idle_timeout and conn.idle():
                 log.info("broker.connection_idle_closed", peer=str(conn.addr))
                 self.close_connection(conn)
 
     def _close_all(self) -> None:
-        for conn in list(self.connections.values()):
+        for conn in list(self.table.by_fd.values()):
             try:
                 conn.flush()
             except OSError:
                 pass
             self.close_connection(conn)
-        self.selector.unregister(self.listener)
+        if self._accepting:
+            self.selector.unregister(self.listener)
         self.listener.close()
         self.close()

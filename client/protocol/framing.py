@@ -11,6 +11,7 @@ length inside a request is checked against the bytes that remain.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 
 from rill.client.errors import RillError
 
@@ -27,27 +28,70 @@ class FrameTooLarge(DecodeError):
     """A frame whose size field is over the limit (or not positive)."""
 
 
+DIRECT_BODY_BYTES = 64 * 1024
+"""Bodies larger than this get a buffer of their own (received straight into it, never copied twice)."""
+
+
 class FrameDecoder:
     """Turn a byte stream into frame bodies.
 
     Not thread-safe. ``feed(data)`` buffers bytes; ``next_frame()`` returns the next
     complete body (without its size field) or ``None``. Raises :class:`FrameTooLarge`
     as soon as a size field is read that is <= 0 or > ``max_frame_size``.
+
+    Memory: small bodies are cut from one small buffer, which is dropped whenever it
+    empties, so an idle decoder holds a few dozen bytes. A body larger than
+    ``direct_bytes`` gets a buffer of exactly its size, which the caller may fill
+    straight from the socket (:meth:`body_target`, :meth:`commit`); the frame is then
+    handed out without a copy. Before allocating that buffer the decoder asks
+    ``reserve(size)``; when it says no, :meth:`next_frame` returns ``None`` and
+    :attr:`waiting_for_memory` holds the size until a later call is granted it. The
+    caller gives reserved bytes back (:meth:`take_reservation` after each frame,
+    :meth:`release_all` when the connection goes).
     """
 
-    def __init__(self, max_frame_size: int) -> None:
+    def __init__(self, max_frame_size: int, *, direct_bytes: int = DIRECT_BODY_BYTES,
+                 reserve: Callable[[int], bool] | None = None) -> None:
         self.max_frame_size = max_frame_size
+        self.direct_bytes = direct_bytes
+        self._reserve = reserve
         self._buf = bytearray()
         self._pos = 0
         self._need: int | None = None
+        self._body: bytearray | None = None
+        self._filled = 0
+        self._reserved = 0  # bytes reserved for the body being received
+        self._delivered = 0  # bytes reserved for the frame last returned
+        self.waiting_for_memory = 0
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         self._buf += data
 
     def pending_bytes(self) -> int:
-        return len(self._buf) - self._pos
+        """Bytes received and not yet handed out as a frame."""
+        return len(self._buf) - self._pos + self._filled
+
+    def in_frame(self) -> bool:
+        """Whether part of a frame was received (its size field at least) and it is not yet handed out."""
+        return self._need is not None or self._pos < len(self._buf)
+
+    def receiving_body(self) -> bool:
+        """Whether a large body is being received (its first bytes arrived and more are due)."""
+        return self._body is not None
+
+    def body_target(self) -> memoryview | None:
+        """Where to receive the rest of a large body directly, or None (then :meth:`feed`)."""
+        if self._body is None or self._pos < len(self._buf):
+            return None
+        return memoryview(self._body)[self._filled:]
+
+    def commit(self, count: int) -> None:
+        """``count`` bytes were written into :meth:`body_target`."""
+        self._filled += count
 
     def next_frame(self) -> memoryview | None:
+        if self._body is not None:
+            return self._continue_body()
         buf = self._buf
         if self._need is None:
             if len(buf) - self._pos < 4:
@@ -58,6 +102,8 @@ class FrameDecoder:
                 raise FrameTooLarge(f"frame size {size} outside 1..{self.max_frame_size}")
             self._pos += 4
             self._need = size
+        if self._need > self.direct_bytes:
+            return self._start_body(self._need)
         if len(buf) - self._pos < self._need:
             self._compact()
             return None
@@ -66,9 +112,51 @@ class FrameDecoder:
         self._need = None
         return memoryview(bytes(buf[start:self._pos]))
 
+    def _start_body(self, size: int) -> memoryview | None:
+        if self._reserve is not None and not self._reserve(size):
+            self.waiting_for_memory = size
+            return None
+        self.waiting_for_memory = 0
+        self._reserved = size
+        self._body = bytearray(size)
+        self._filled = 0
+        return self._continue_body()
+
+    def _continue_body(self) -> memoryview | None:
+        body = self._body
+        assert body is not None
+        available = len(self._buf) - self._pos
+        if available and self._filled < len(body):
+            take = min(available, len(body) - self._filled)
+            body[self._filled:self._filled + take] = memoryview(self._buf)[self._pos:self._pos + take]
+            self._filled += take
+            self._pos += take
+        self._compact()
+        if self._filled < len(body):
+            return None
+        self._body, self._filled, self._need = None, 0, None
+        self._delivered, self._reserved = self._reserved, 0
+        return memoryview(body)
+
+    def take_reservation(self) -> int:
+        """The bytes reserved for the frame last returned (0 for a small one); counted once."""
+        taken, self._delivered = self._delivered, 0
+        return taken
+
+    def release_all(self) -> int:
+        """Drop what is buffered; return the reserved bytes held (for a connection that goes away)."""
+        held = self._reserved + self._delivered
+        self._reserved = self._delivered = 0
+        self._body, self._buf, self._pos, self._need, self._filled = None, bytearray(), 0, None, 0
+        self.waiting_for_memory = 0
+        return held
+
     def _compact(self) -> None:
         if self._pos:
-            del self._buf[:self._pos]
+            if self._pos >= len(self._buf):
+                self._buf = bytearray()  # give the memory back, not just the bytes
+            else:
+                del self._buf[:self._pos]
             self._pos = 0
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -18,9 +19,10 @@ from pathlib import Path
 class BrokerProcess:
     """A ``rill-broker`` subprocess on a free loopback port, reporting its port via its ready event."""
 
-    def __init__(self, data_dir: Path, *extra: str) -> None:
+    def __init__(self, data_dir: Path, *extra: str, fd_limit: int | None = None) -> None:
         self.data_dir = data_dir
         self.extra = extra
+        self.fd_limit = fd_limit  # RLIMIT_NOFILE (soft and hard) of the broker process, when set
         self.proc: subprocess.Popen[bytes] | None = None
         self.port = 0
         self.grpc_port = 0
@@ -30,7 +32,9 @@ class BrokerProcess:
         self.log_file = open(self.log_path, "wb")
         cmd = [sys.executable, "-m", "rill.broker.main", "--data-dir", str(self.data_dir), "--port", "0", "--grpc-port", "0",
                "--host", "127.0.0.1", "--log-format", "json", *grpc_server_default(), *self.extra]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.log_file)
+        limit = self.fd_limit
+        preexec = (lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))) if limit else None
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.log_file, preexec_fn=preexec)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             for event in self.events():
@@ -51,6 +55,19 @@ class BrokerProcess:
             except ValueError:
                 continue
         return out
+
+    def rss_mb(self) -> float:
+        """The broker's resident memory (VmRSS), in MiB."""
+        assert self.proc is not None
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+        raise RuntimeError("no VmRSS")
+
+    def descriptors(self) -> int:
+        assert self.proc is not None
+        return len(os.listdir(f"/proc/{self.proc.pid}/fd"))
 
     def kill9(self) -> None:
         assert self.proc is not None
