@@ -22,6 +22,7 @@ from rill.broker.log.open_files import OpenFiles
 from rill.broker.server import BrokerServer
 from rill.broker.zookeeper import ZkRegistration
 from rill.client.zookeeper.registry import RegistryView
+from rill.client.errors import StorageError
 from rill.client.protocol import requests as rq
 
 log = structlog.get_logger(__name__)
@@ -34,7 +35,9 @@ class Broker:
             config["log.dir"], config.log_config(), num_partitions=config["num.partitions"],
             truncate_corrupt=config["log.recovery.truncate.corrupt"],
             max_topic_partitions=config["num.partitions.max"], max_partitions=config["max.broker.partitions"],
-            open_files=OpenFiles(config["log.open.files.max"], config["log.open.files.idle.ms"]))
+            open_files=OpenFiles(config["log.open.files.max"], config["log.open.files.idle.ms"]),
+            scrub_bytes_per_second=config["log.scrub.bytes.per.second"] if config["log.scrub.enable"] else 0,
+            scrub_interval_s=config["log.scrub.interval.hours"] * 3600)
         try:
             self.server = BrokerServer(
                 config["host.name"], config["port"],
@@ -115,16 +118,27 @@ class Broker:
     def stop(self) -> None:
         self.server.stop()
 
-    def close(self) -> None:
-        """Stop the flusher, flush everything and mark the shutdown clean. Idempotent."""
+    def close(self) -> list[str]:
+        """Stop the flusher, flush everything and mark the shutdown clean. Idempotent.
+
+        A partition that failed (a full disk, say) does not make the stop fail: it is
+        logged and named in the clean-shutdown marker, so the next start recovers it.
+
+        Returns:
+            The partitions that had failed, as ``<topic>-<partition>``.
+        """
         if self._closed:
-            return
+            return []
         self._closed = True
         self.coordination.leave_cluster()  # groups' final state to ZooKeeper while the session is up
         if self.registry is not None:
             self.registry.close()
         if self.zookeeper is not None:
             self.zookeeper.close()
-        self.coordination.close()
-        self.logs.close()
-        log.info("broker.stopped", broker_id=self.config["broker.id"])
+        try:
+            self.coordination.close()
+        except StorageError as exc:  # its log failed: its next start recovers it (no clean marker for it)
+            log.error("coordinator.close_failed", error=str(exc))
+        failed = self.logs.close()
+        log.info("broker.stopped", broker_id=self.config["broker.id"], failed_partitions=failed)
+        return failed

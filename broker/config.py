@@ -56,8 +56,15 @@ KEYS: tuple[Key, ...] = (
     Key("log.index.interval.bytes", int, 4096, "Bytes between entries of the sparse offset/time index."),
     Key("log.index.interval.ms", int, 1000, "An append this long after the last index entry gets its own entry: "
         "append times (Spark's timestamp column, startingTimestamp, lag seconds) are precise to this."),
+    Key("log.scrub.enable", bool, True,
+        "Re-read every segment in the background and check every message's CRC; a corrupt range found is "
+        "logged and never served."),
+    Key("log.scrub.bytes.per.second", int, 8 * 1024 * 1024, "How fast the scrubber reads (its share of the disk)."),
+    Key("log.scrub.interval.hours", float, 168.0,
+        "A scrub pass starts at start-up and then this often (or when the previous one ends, if later)."),
     Key("log.recovery.truncate.corrupt", bool, False,
-        "Open a partition with corruption in the middle by cutting it there (the cut bytes are kept aside)."),
+        "Open a partition with corruption in the middle by cutting it there (the cut bytes are kept aside); "
+        "without it such bytes are kept and never served."),
     Key("message.max.bytes", int, 1_000_000, "Largest message payload accepted."),
     Key("socket.request.max.bytes", int, 100 * 1024 * 1024, "Largest request; checked from the size field before reading."),
     Key("max.connections", int, 10_000,
@@ -185,6 +192,8 @@ class BrokerConfig:
                     "connections.max.idle.ms"):
             if v[key] < 1:
                 raise ConfigError(f"{key} must be positive, got {v[key]}")
+        if v["log.scrub.bytes.per.second"] < 1 or v["log.scrub.interval.hours"] < 0:
+            raise ConfigError("log.scrub.bytes.per.second must be positive and log.scrub.interval.hours not negative")
         if v["log.open.files.max"] < 16:
             raise ConfigError(f"log.open.files.max must be at least 16, got {v['log.open.files.max']}")
         if v["log.open.files.idle.ms"] < 0:

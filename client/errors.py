@@ -58,6 +58,8 @@ class BrokerError(RillError):
 
     code: ErrorCode = ErrorCode.UNKNOWN
     retriable: bool = False
+    meaning: str = ""
+    """What the code means, for messages (empty: the class name says it)."""
 
     def __init__(self, message: str = "", code: int | None = None) -> None:
         super().__init__(message or self.__class__.__name__)
@@ -76,7 +78,12 @@ class OffsetOutOfRange(BrokerError):
 
 
 class InvalidMessage(BrokerError):
+    """Code 2. From a fetch: the broker's copy is corrupt on its disk (it failed its CRC check
+    there) and is not served; the partition cannot be read past it until an operator repairs
+    it (``rill-broker --verify-logs``) or the reader seeks past it."""
+
     code = ErrorCode.INVALID_MESSAGE
+    meaning = "the message failed its CRC or framing check (from a fetch: it is corrupt on the broker's disk)"
 
 
 class WrongPartition(BrokerError):
@@ -146,7 +153,8 @@ _BY_CODE: dict[int, type[BrokerError]] = {
 def error_for_code(code: int, message: str = "") -> BrokerError:
     """Return the exception for a wire error code (never raises; unknown codes give UnknownError)."""
     cls = _BY_CODE.get(code, UnknownError)
-    return cls(message or f"{cls.__name__} (error code {code})", code=code)
+    default = f"{cls.__name__} (error code {code})" + (f": {cls.meaning}" if cls.meaning else "")
+    return cls(message or default, code=code)
 
 
 def raise_for_code(code: int, message: str = "") -> None:

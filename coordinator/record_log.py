@@ -16,7 +16,7 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
-from rill.client.errors import CorruptMessageError, StorageError
+from rill.client.errors import CorruptMessageError, InvalidMessage, StorageError
 from rill.client.protocol.messages import LENGTH, MIN_MESSAGE_SIZE, decode_message_set
 
 __all__ = ["Appended", "LogSlice", "RecordLog", "SegmentInfo", "read_messages"]
@@ -97,7 +97,16 @@ def read_messages(log: RecordLog, read_bytes: int, logger: Any) -> Iterator[tupl
     offset, end = log.start_offset, log.end_offset
     size = read_bytes
     while offset < end:
-        piece = log.read(offset, size)
+        try:
+            piece = log.read(offset, size)
+        except InvalidMessage as exc:  # the broker found corrupt bytes on disk here: skip them
+            resume = getattr(exc, "resume_offset", None)
+            if resume is None or resume <= offset:
+                raise
+            logger.error("offsets_log.bad_record", offset=offset, error=str(exc),
+                         hint=f"skipped to offset {resume}; the state it held, if any, is lost")
+            offset = resume
+            continue
         if piece.length == 0 or piece.file is None:  # the end of a segment: go on with the next one
             offset = _next_base(log, offset)
             continue

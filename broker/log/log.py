@@ -44,6 +44,8 @@ import structlog
 
 from rill.broker.log import files, times
 from rill.broker.log.config import MAX_SEGMENT_BYTES, Clock, LogConfig
+from rill.broker.log.integrity import (VERIFY_BUDGET, CorruptDataError, CorruptRange, corrupt_range_at,
+                                       verify_messages)
 from rill.broker.log.open_files import UNBOUNDED, OpenFiles, SegmentFile
 from rill.broker.log.recovery import RecoveryReport, open_segments
 from rill.broker.log.segment import Segment
@@ -119,6 +121,8 @@ class Log:
         """Called (from the appending thread) when the log gets unflushed data while not in the dirty set."""
         self.in_dirty_set = False
         """Whether the flusher knows this log has unflushed data (set here, cleared by the flusher)."""
+        self.on_corruption: Callable[[Log, CorruptRange], object] | None = None
+        """Called (from the thread that found it) with each newly found corrupt range: the repair hook."""
 
     @classmethod
     def open(cls, data_dir: str, topic: str, partition: int, config: LogConfig, clock: Clock = time, *,
@@ -292,8 +296,13 @@ class Log:
         the message at ``offset`` (Kafka 0.7: the client sees a partial message and
         retries with a larger size). At ``end_offset`` the slice is empty.
 
+        Only checked bytes are served (integrity.py): bytes nobody checked since the log
+        was opened are checked first, so the slice may end early at a message boundary
+        (before a corrupt message, or after ``VERIFY_BUDGET`` bytes).
+
         Raises:
             OffsetOutOfRange: ``offset`` is before the log start or after its end.
+            CorruptDataError: the data at ``offset`` failed its check on disk (code 2).
             InvalidOffset: no message starts at ``offset``.
             InvalidFetchSize: ``max_size`` is negative.
             StorageError: the log is closed.
@@ -314,6 +323,9 @@ class Log:
         position = offset - segment.base_offset
         limit = min(segment.size, end - segment.base_offset)
         with self._storage_access(segment):
+            known = segment.integrity.corrupt_in(position, position + 1)
+            if known is not None:
+                raise self._corrupt(segment, known[0], known[1], segment.integrity.reasons.get(known[0], ""))
             if position >= limit or not segment.is_boundary(position):
                 raise InvalidOffset(f"{self.topic}-{self.partition}: offset {offset} is not a message boundary")
             stop = position + max_size
@@ -322,7 +334,56 @@ class Log:
                 stop = boundary if boundary > position else stop
             else:
                 stop = limit
+            stop = self._verified_stop(segment, position, stop)
             return FileSlice(segment.file, position, stop - position, offset, offset + stop - position)
+
+    def _verified_stop(self, segment: Segment, position: int, stop: int) -> int:
+        """Where a read of ``[position, stop)`` may end so that it serves only checked bytes.
+
+        Unchecked bytes are checked first (at most ``VERIFY_BUDGET`` per read, so a
+        read may end early at a message boundary). A corrupt range ends the read
+        before it, or, when the read starts there, raises.
+
+        Raises:
+            CorruptDataError: the message at ``position`` failed its check.
+        """
+        integrity = segment.integrity
+        if integrity.covers(position, stop):
+            return stop
+        bad = integrity.corrupt_in(position, stop)
+        if bad is not None:
+            stop = bad[0]
+            if integrity.covers(position, stop):
+                return stop
+        begin = integrity.verified_end(position)
+        file = segment.file
+        valid_end, reason = verify_messages(file.fileno(), begin, min(stop, begin + VERIFY_BUDGET), segment.size,
+                                            self._max_message_size)
+        integrity.add_verified(begin, valid_end)
+        if reason:
+            corrupt_end = corrupt_range_at(file.fileno(), valid_end, segment.size, self._max_message_size)
+            error = self._corrupt(segment, valid_end, corrupt_end, reason)
+            self.found_corrupt(error.corrupt)
+            if valid_end <= position:
+                raise error
+        return min(stop, valid_end)
+
+    def found_corrupt(self, corrupt: CorruptRange) -> None:
+        """Record a corrupt range (reads refuse it from now on), log it, and tell the ``on_corruption`` hook."""
+        segment = next((s for s in self._view.segments if s.path == corrupt.path), None)
+        if segment is not None:
+            if segment.integrity.corrupt_in(corrupt.start, corrupt.end) == (corrupt.start, corrupt.end):
+                return  # known already
+            segment.integrity.add_corrupt(corrupt.start, corrupt.end, corrupt.reason)
+        self._logger.error("log.corrupt_data", file=corrupt.path, position=corrupt.start, offset=corrupt.offset,
+                           bytes=corrupt.length, reason=corrupt.reason,
+                           hint="reads of this range fail with InvalidMessage; see rill-broker --verify-logs")
+        if self.on_corruption is not None:
+            self.on_corruption(self, corrupt)
+
+    def _corrupt(self, segment: Segment, start: int, end: int, reason: str) -> CorruptDataError:
+        return CorruptDataError(self.topic, self.partition,
+                                CorruptRange(segment.path, segment.base_offset, start, end, reason))
 
     def _empty_slice(self, view: SegmentList, offset: int) -> FileSlice:
         segment = view.find(offset)

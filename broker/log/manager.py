@@ -15,6 +15,10 @@ created included. Both are checked before anything touches the disk.
 
 Descriptors: every log shares one :class:`OpenFiles` cache (``log.open.files.max``).
 
+Integrity: a :class:`~rill.broker.log.scrubber.Scrubber` re-checks every segment in the
+background (``log.scrub.*``); corrupt ranges it or a read finds go to the
+``on_corruption`` listeners.
+
 :meth:`LogManager.close` flushes what is unflushed (in parallel: fsyncs release the
 GIL), writes the recovery-point checkpoint, and writes the clean-shutdown marker,
 listing the partitions that had failed (their next start recovers them). It does not
@@ -44,9 +48,11 @@ import structlog
 from rill.broker.log import checkpoint, creator, files
 from rill.broker.log.config import Clock, LogConfig
 from rill.broker.log.flusher import Flusher
+from rill.broker.log.integrity import CorruptRange
 from rill.broker.log.log import Log
 from rill.broker.log.open_files import OpenFiles
 from rill.broker.log.retention import apply_retention
+from rill.broker.log.scrubber import Scrubber
 from rill.client.errors import (InvalidPartitions, InvalidRequest, InvalidTopic, PartitionLimitReached, StorageError,
                                 UnknownTopic, WrongPartition)
 from rill.client.topics import is_valid_topic, validate_topic
@@ -68,7 +74,8 @@ class LogManager:
 
     def __init__(self, data_dir: str, config: LogConfig | None = None, num_partitions: int = 1,
                  clock: Clock = time, truncate_corrupt: bool = False, *, max_topic_partitions: int = 10_000,
-                 max_partitions: int = 100_000, open_files: OpenFiles | None = None) -> None:
+                 max_partitions: int = 100_000, open_files: OpenFiles | None = None,
+                 scrub_bytes_per_second: int = 0, scrub_interval_s: float = 168 * 3600) -> None:
         if not 1 <= num_partitions <= max_topic_partitions:
             raise ValueError(f"num_partitions must be between 1 and {max_topic_partitions}, got {num_partitions}")
         self.data_dir = os.path.realpath(data_dir)
@@ -91,12 +98,16 @@ class LogManager:
         self._next_idle_check = clock.time() + IDLE_FILES_CHECK_S
         self._flusher = Flusher(self)
         self._flusher_started = False
+        self.scrubber = Scrubber(self.logs, scrub_bytes_per_second, scrub_interval_s) if scrub_bytes_per_second else None
+        """The background checker of every segment (None when log.scrub.enable is false)."""
         self._creator = creator.TopicCreator(self.data_dir)
         self._closed = False
         self.on_topic_created: list[Callable[[str, int], object]] = []
         """Called with (topic, partition count) after a new topic is published."""
+        self.on_corruption: list[Callable[[Log, CorruptRange], object]] = []
+        """Called with each corrupt range a read or the scrubber finds (the hook for repair from a replica)."""
         os.makedirs(self.data_dir, exist_ok=True)
-        self._lock_fd = _lock_directory(self.data_dir)
+        self._lock_fd = lock_directory(self.data_dir)
         try:
             self.clean_start, self._must_recover = _take_clean_marker(self.data_dir)
             self._load_all()
@@ -159,7 +170,15 @@ class LogManager:
     def _opened(self, log: Log) -> Log:
         log.flush_signal = self._wake_flusher
         log.on_dirty = self._add_dirty
+        log.on_corruption = self._corruption_found
         return log
+
+    def _corruption_found(self, log: Log, corrupt: CorruptRange) -> None:
+        for listener in self.on_corruption:
+            try:
+                listener(log, corrupt)
+            except Exception:  # a listener's bug must not fail the read that found it
+                _logger.exception("logs.corruption_listener_failed", file=corrupt.path)
 
     def _publish(self, topic: str, logs: list[Log]) -> None:
         """Swap in new dictionaries (copy-on-write) holding ``topic``'s logs."""
@@ -172,6 +191,8 @@ class LogManager:
             if not self._flusher_started and not self._closed:
                 self._flusher_started = True
                 self._flusher.start()
+                if self.scrubber is not None:
+                    self.scrubber.start()
 
     @property
     def flusher(self) -> Flusher:
@@ -399,6 +420,8 @@ class LogManager:
                 return []
             self._closed = True
         self._flusher.stop()
+        if self.scrubber is not None:
+            self.scrubber.stop()
         self._creator.stop()
         logs = self.logs()
         with ThreadPoolExecutor(max_workers=CLOSE_THREADS, thread_name_prefix="rill-log-close") as pool:
@@ -445,7 +468,12 @@ def _wait(future: Future[int], timeout: float | None) -> int:
         raise StorageError(f"creating the topic failed: {exc.strerror or exc}: {exc.filename}") from exc
 
 
-def _lock_directory(data_dir: str) -> int:
+def lock_directory(data_dir: str) -> int:
+    """Take the data directory's exclusive lock (one process per directory); return its descriptor.
+
+    Raises:
+        StorageError: another process holds it.
+    """
     fd = os.open(os.path.join(data_dir, LOCK_FILE), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -4,18 +4,21 @@ From the recovery point (an offset before which everything was fsynced; see
 checkpoint.py) to the end: scan in bounded windows (a length field is checked against
 the maximum message size and the bytes left in the file before anything past it is
 read, so a garbage length of 0x7FFFFFFF never allocates 2 GiB), rebuild the index
-from the scan, and stop at the first invalid byte. The segment holding the recovery
-point is scanned from the recovery point itself when its old index reaches it (its
-entries below are kept), so recovery reads what was not synced, not whole segments;
-a log whose recovery point is its end is not read at all.
+from the scan. The segment holding the recovery point is scanned from the recovery
+point itself when its old index reaches it (its entries below are kept), so recovery
+reads what was not synced, not whole segments; a log whose recovery point is its end
+is not read at all. At invalid bytes:
 
 * nothing valid follows (a torn write, a zero-filled or garbage tail): copy the cut
   bytes to ``<segment>.corrupt-<unix_ms>`` (fsynced), truncate, and log a warning
   naming the file, position and byte count;
 * a valid message follows in the same segment, or a later segment holds one: that is
-  corruption in the middle of the log. Raise :class:`CorruptLogError` naming the file
-  and position, unless the operator passed ``truncate_corrupt=True``; then cut there
-  too and move every later segment into a side file.
+  corruption in the middle of the log. Cutting there would drop good data, and
+  refusing to start would take every partition offline for one bad sector: the bytes
+  are kept, marked corrupt (integrity.py: reads refuse them with InvalidMessage), and
+  logged (``recovery.corrupt_range``, naming the file and position) for an operator
+  to repair (repair.py). With ``truncate_corrupt=True`` the log is cut there instead
+  and every later segment moved into a side file.
 
 Segments before the recovery point (every segment after a clean shutdown) are not
 read at start-up: each loads its index when first used (:func:`index_loader`), and
@@ -35,6 +38,7 @@ import os
 import struct
 from array import array
 from bisect import bisect_right
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,7 +56,7 @@ _LENGTH = struct.Struct(">i")
 
 
 class CorruptLogError(StorageError):
-    """Invalid bytes followed by valid data: refusing to truncate good messages.
+    """Segments that do not fit together (a gap between them) while valid data follows: refusing to drop it.
 
     Attributes:
         path: the segment file.
@@ -76,6 +80,8 @@ class RecoveryReport:
     bytes_truncated: int = 0
     side_files: tuple[str, ...] = ()
     recovery_point: int = 0
+    corrupt_ranges: int = 0
+    """Ranges of invalid bytes kept (valid data follows them) and never served."""
 
 
 @dataclass(slots=True)
@@ -129,38 +135,72 @@ class _Recovery:
         self.scanned: list[Segment] = []
         self.bytes_truncated = 0
         self.side_files: list[str] = []
+        self.corrupt_ranges = 0
 
     def report(self, clean: bool, recovery_point: int) -> RecoveryReport:
         return RecoveryReport(clean, len(self.scanned), self.bytes_truncated, tuple(self.side_files),
-                              recovery_point)
+                              recovery_point, self.corrupt_ranges)
 
     def rescan(self, segment: Segment, reason: str, start: int = 0) -> _ScanOutcome:
-        """Scan ``segment`` from ``start`` (0 unless its old index reaches it) and rebuild its index."""
-        kept_positions, kept_times, start = _index_below(segment, start, self.config.max_message_size)
-        next_mark = kept_positions[-1] + self.config.index_interval_bytes if kept_positions else 0
-        outcome = scan_segment(segment, self.config.max_message_size, self.config.index_interval_bytes,
-                               start, next_mark)
-        segment.rebuild_index(*_rebuilt_entries(segment, kept_positions, kept_times, start,
-                                                outcome.positions, outcome.valid_end))
+        """Scan ``segment`` from ``start`` (0 unless its old index reaches it) and rebuild its index.
+
+        Invalid bytes followed by a valid message in the segment are kept and marked
+        corrupt (:meth:`keep_corrupt`) and the scan goes on after them, unless
+        ``truncate_corrupt`` (then the scan stops there to be cut). The outcome is that
+        of the last stretch: ``valid_end < size`` means nothing valid follows in this
+        segment.
+        """
+        max_size, interval = self.config.max_message_size, self.config.index_interval_bytes
+        kept_positions, kept_times, start = _index_below(segment, start, max_size)
+        next_mark = kept_positions[-1] + interval if kept_positions else 0
+        marks = array("I")
+        corrupt: list[tuple[int, int, str]] = []
+        position = start
+        while True:
+            outcome = scan_segment(segment, max_size, interval, position, next_mark)
+            marks.extend(outcome.positions)
+            segment.integrity.add_verified(position, outcome.valid_end)
+            if outcome.valid_end >= segment.size or self.truncate_corrupt:
+                break
+            follows = _find_valid_after(segment, outcome.valid_end + 1, max_size)
+            if follows < 0:
+                break
+            corrupt.append((outcome.valid_end, follows, _reason(outcome)))
+            position = next_mark = follows
+        segment.rebuild_index(*_rebuilt_entries(segment, kept_positions, kept_times, start, marks,
+                                                outcome.valid_end, [(a, b) for a, b, _ in corrupt]))
         self.scanned.append(segment)
         self.log.info("recovery.scanned", file=segment.path, reason=reason, bytes=segment.size - start,
                       start=start, valid_bytes=outcome.valid_end - start, index_entries=len(segment.index))
+        for low, high, why in corrupt:
+            self.keep_corrupt(segment, low, high, why)
         return outcome
 
-    def cut(self, segment: Segment, outcome: _ScanOutcome, later: list[Segment]) -> None:
-        """Handle invalid bytes at ``outcome.valid_end``: refuse, or cut them and drop ``later``."""
+    def keep_corrupt(self, segment: Segment, start: int, end: int, reason: str) -> None:
+        """Keep invalid bytes that valid data follows, but never serve them: a reader gets InvalidMessage."""
+        segment.integrity.add_corrupt(start, end, reason)
+        self.corrupt_ranges += 1
+        self.log.error("recovery.corrupt_range", file=segment.path, position=start, bytes=end - start, reason=reason,
+                       hint="kept but never served (reads fail with InvalidMessage); check with "
+                            "rill-broker --verify-logs and repair with --repair quarantine or cut")
+
+    def cut(self, segment: Segment, outcome: _ScanOutcome, later: list[Segment]) -> bool:
+        """Handle invalid bytes at ``outcome.valid_end`` up to the segment's end; return whether the log ends here.
+
+        A torn tail (nothing valid follows in the log), or any corruption with
+        ``truncate_corrupt``: cut there (bytes to side files) and drop ``later``.
+        Otherwise a later segment holds valid data: keep the bytes, marked corrupt.
+        """
         position = outcome.valid_end
-        reason = "incomplete message" if outcome.error == _TORN else SCAN_ERROR_NAMES[outcome.error]
-        follows = _find_valid_after(segment, position + 1, self.config.max_message_size)
+        reason = _reason(outcome)
         holder = next((s for s in later if _holds_valid(s, self.config.max_message_size)), None)
-        if not self.truncate_corrupt:
-            if follows >= 0:
-                raise CorruptLogError(segment.path, position, f"{reason}, followed by a valid message at {follows}")
-            if holder is not None:
-                raise CorruptLogError(segment.path, position, f"{reason}, followed by segment {holder.path}")
+        if holder is not None and not self.truncate_corrupt:
+            self.keep_corrupt(segment, position, segment.size, f"{reason}, followed by segment {holder.path}")
+            return False
         self.move_tail(segment, position, reason)
         for other in later:
             self.drop(other, "follows a truncated segment")
+        return True
 
     def move_tail(self, segment: Segment, position: int, reason: str) -> None:
         """Copy bytes ``position..end`` to a side file (fsynced), then truncate the segment."""
@@ -217,7 +257,10 @@ def index_loader(config: LogConfig, log: Any, now_ms: int) -> IndexLoader:
         load_trusted_index(segment)
         if segment.check_index_tail(config.max_message_size):
             return
-        _Recovery(config, False, log, now_ms).rescan(segment, "index failed its checks")
+        state = _Recovery(config, False, log, now_ms)
+        outcome = state.rescan(segment, "index failed its checks")
+        if outcome.valid_end < segment.size:  # a live log is never cut: the rest is refused to readers
+            state.keep_corrupt(segment, outcome.valid_end, segment.size, _reason(outcome))
         log.warning("recovery.index_rebuilt", file=segment.path, index_entries=len(segment.index))
     return load
 
@@ -268,8 +311,7 @@ def recover_segments(segments: list[Segment], config: LogConfig, recovery_point:
             continue  # synced before the crash: its index loads (and is checked) when first used
         start = max(0, recovery_point - segment.base_offset)
         outcome = state.rescan(segment, "unflushed", start)
-        if outcome.valid_end < segment.size:
-            state.cut(segment, outcome, segments[i + 1:])
+        if outcome.valid_end < segment.size and state.cut(segment, outcome, segments[i + 1:]):
             break
     for segment in state.scanned:
         if segment in kept:
@@ -308,8 +350,13 @@ def _sane_prefix(segment: Segment, limit: int) -> tuple[array[int], array[int]]:
     return raw_positions[:count], raw_times[:count]
 
 
+def _reason(outcome: _ScanOutcome) -> str:
+    return "incomplete message" if outcome.error == _TORN else SCAN_ERROR_NAMES[outcome.error]
+
+
 def _rebuilt_entries(segment: Segment, kept_positions: array[int], kept_times: array[int], start: int,
-                     scanned: array[int], valid_end: int) -> tuple[array[int], array[int]]:
+                     scanned: array[int], valid_end: int,
+                     corrupt: Sequence[tuple[int, int]] = ()) -> tuple[array[int], array[int]]:
     """The index of a segment scanned from ``start``, keeping what the old index knew.
 
     Entries: ``kept`` (the old entries below ``start``), the scan's marks (every
@@ -319,10 +366,11 @@ def _rebuilt_entries(segment: Segment, kept_positions: array[int], kept_times: a
     keeps its own; a mark the old index lacks gets the time of the entry before it,
     which is never later than its true append time (the segment file's modification
     time when there is none). Only the old index's sane prefix (positions increasing,
-    times not decreasing) is used.
+    times not decreasing) is used, and none of its entries inside a ``corrupt`` range.
     """
     old_positions, old_times = _sane_prefix(segment, valid_end)
-    known = {p: t for p, t in zip(old_positions, old_times) if p >= start}
+    known = {p: t for p, t in zip(old_positions, old_times)
+             if p >= start and not any(low <= p < high for low, high in corrupt)}
     marks = set(scanned)
     anchors = sorted(marks | {start})
     for position in list(known):
@@ -369,3 +417,31 @@ def _copy_range(src: int, dst: int, position: int, count: int) -> None:
             view = view[os.write(dst, view):]
         position += len(chunk)
         count -= len(chunk)
+
+
+def cut_log(directory: str, base_offset: int, position: int, reason: str, config: LogConfig, log: Any,
+            now_ms: int) -> list[str]:
+    """End a (closed) partition log at ``position`` of its segment ``base_offset``; return the side files.
+
+    The rest of that segment is copied to a side file and cut; every later segment is
+    renamed to one (an operator's repair, see repair.py; nothing is deleted).
+
+    Raises:
+        ValueError: no segment has that base offset.
+        OSError: a file could not be read, written or renamed.
+    """
+    bases = files.list_segment_offsets(directory)
+    if base_offset not in bases:
+        raise ValueError(f"{directory} has no segment at base offset {base_offset}")
+    segments = [Segment.open(directory, base, config.index_interval_bytes) for base in bases]
+    state = _Recovery(config, True, log, now_ms)
+    i = bases.index(base_offset)
+    try:
+        if position < segments[i].size:
+            state.move_tail(segments[i], position, reason)
+        for later in segments[i + 1:]:
+            state.drop(later, reason)
+    finally:
+        for segment in segments:
+            segment.close()
+    return state.side_files

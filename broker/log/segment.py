@@ -32,6 +32,7 @@ from collections.abc import Callable, Sequence
 
 from rill.broker.log import files
 from rill.broker.log.index import ENTRY_SIZE, SegmentIndex, read_index_file
+from rill.broker.log.integrity import SegmentIntegrity
 from rill.broker.log.open_files import UNBOUNDED, OpenFiles, SegmentFile
 
 _LENGTH = struct.Struct(">i")
@@ -59,7 +60,7 @@ class Segment:
     """A segment file plus its index. Not thread-safe beyond the module contract."""
 
     __slots__ = ("directory", "base_offset", "path", "index_interval", "size", "synced_size", "mtime_ms",
-                 "last_append_ms", "_files", "_index", "_index_loader", "_index_unsynced")
+                 "last_append_ms", "integrity", "_files", "_index", "_index_loader", "_index_unsynced")
 
     def __init__(self, directory: str, base_offset: int, size: int, mtime_ms: int, index_interval: int,
                  open_files: OpenFiles | None = None, loader: IndexLoader = load_trusted_index) -> None:
@@ -73,6 +74,8 @@ class Segment:
         self.mtime_ms: int = mtime_ms
         self.last_append_ms: int = mtime_ms
         """Time of the last append (ms): set by appends, else the newer of mtime and the index."""
+        self.integrity = SegmentIntegrity()
+        """Ranges verified good or found corrupt since the log was opened (integrity.py)."""
         self._files = open_files if open_files is not None else OpenFiles(UNBOUNDED)
         self._index: SegmentIndex | None = None
         self._index_loader = loader
@@ -175,8 +178,9 @@ class Segment:
                handle: SegmentFile | None = None) -> None:
         """Write a validated message set at the end with one pwrite (looping on short writes).
 
-        ``marks`` are index boundaries relative to ``data`` (from ``scan``); ``handle``
-        is the open file when the caller already has it.
+        ``marks`` are index boundaries relative to ``data`` (from ``scan``, which also
+        checked every message: the range counts as verified); ``handle`` is the open
+        file when the caller already has it.
 
         Raises:
             OSError: the file could not be opened, or the write failed. After a failed
@@ -195,6 +199,7 @@ class Segment:
             raise
         if marks:
             self.index.add(marks, position, now_ms)
+        self.integrity.add_verified(position, position + len(data))  # the caller scanned it
         self.size = position + len(data)
         self.last_append_ms = now_ms
 
@@ -228,6 +233,7 @@ class Segment:
         os.ftruncate(file.fileno(), position)
         self.size = position
         self.synced_size = min(self.synced_size, position)
+        self.integrity.forget_after(position)
 
     # -- finding message boundaries ------------------------------------------------------
 

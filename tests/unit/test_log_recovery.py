@@ -12,6 +12,7 @@ import structlog
 
 from rill.broker.log import CorruptLogError, Log, LogConfig, LogManager, checkpoint, files
 from rill.broker.log.checkpoint import read_checkpoint
+from rill.broker.log.integrity import CorruptDataError
 from rill.client.protocol.messages import decode_message_set, encode_message_set
 
 SMALL = LogConfig(segment_bytes=1024, index_interval_bytes=100)
@@ -121,19 +122,27 @@ def test_random_garbage_appended_to_log_and_index(tmp_path):
         again.close()
 
 
-def test_corruption_in_the_middle_is_refused(tmp_path):
-    """A bad message followed by valid ones raises CorruptLogError naming file and position."""
-    log, offsets = _written(tmp_path, [bytes([i]) * 50 for i in range(20)], LogConfig())
+def test_corruption_in_the_middle_is_kept_but_never_served(tmp_path):
+    """A bad message followed by valid ones is kept and logged by file and position; reads refuse it and serve the rest."""
+    payloads = [bytes([i]) * 50 for i in range(20)]
+    log, offsets = _written(tmp_path, payloads, LogConfig())
     path = _segment_file(log)
     with open(path, "r+b") as f:
         f.seek(offsets[5] + 20)
         f.write(b"\xff")
     size = os.path.getsize(path)
-    with pytest.raises(CorruptLogError) as caught:
-        Log.open(str(tmp_path), "t", 0, LogConfig())
-    assert (caught.value.path, caught.value.position) == (path, offsets[5])
-    assert path in str(caught.value) and str(offsets[5]) in str(caught.value)
-    assert os.path.getsize(path) == size and _side_files(log) == []
+    with structlog.testing.capture_logs() as events:
+        again = Log.open(str(tmp_path), "t", 0, LogConfig())
+    [event] = [e for e in events if e["event"] == "recovery.corrupt_range"]
+    assert (event["file"], event["position"], event["bytes"]) == (path, offsets[5], offsets[6] - offsets[5])
+    assert os.path.getsize(path) == size and _side_files(log) == [] and again.recovery_report.corrupt_ranges == 1
+    assert again.read(0, 10_000).next_offset == offsets[5]
+    with pytest.raises(CorruptDataError, match=f"offset {offsets[5]}"):
+        again.read(offsets[5], 10_000)
+    piece = again.read(offsets[6], 10_000)
+    assert [m.value for m in decode_message_set(os.pread(piece.file.fileno(), piece.length, piece.position))[0]] == \
+        payloads[6:]
+    again.close()
 
 
 def test_corruption_in_the_middle_is_cut_with_truncate_corrupt(tmp_path):
@@ -153,14 +162,30 @@ def test_corruption_in_the_middle_is_cut_with_truncate_corrupt(tmp_path):
     again.close()
 
 
-def test_torn_segment_followed_by_valid_segment_is_refused(tmp_path):
-    """A torn tail in a segment that later segments follow is corruption in the middle."""
+def test_a_zeroed_segment_tail_followed_by_valid_segments_is_kept_as_corrupt(tmp_path):
+    """Zeroed bytes at the end of a segment that later segments follow are corruption in the middle: kept, refused."""
+    log, offsets = _written(tmp_path, [b"s" * 190] * 12)
+    first = _segment_file(log, 0)
+    size = os.path.getsize(first)
+    with open(first, "r+b") as f:
+        f.seek(size - 150)
+        f.write(bytes(150))
+    again = Log.open(str(tmp_path), "t", 0, SMALL)
+    torn = [o for o in offsets if o < again.segments[1].base_offset][-1]
+    with pytest.raises(CorruptDataError):
+        again.read(torn, 10_000)
+    assert again.read(again.segments[1].base_offset, 10_000).length > 0
+    again.close()
+
+
+def test_a_segment_cut_short_before_valid_segments_is_refused(tmp_path):
+    """A segment shorter than the next one's base leaves offsets that exist nowhere: the start is refused, naming both."""
     log, _ = _written(tmp_path, [b"s" * 190] * 12)
     first = _segment_file(log, 0)
     os.truncate(first, os.path.getsize(first) - 3)
     with pytest.raises(CorruptLogError) as caught:
         Log.open(str(tmp_path), "t", 0, SMALL)
-    assert caught.value.path == first
+    assert caught.value.path == _segment_file(log, 1) and "997" in str(caught.value)
 
 
 def test_torn_segment_with_truncate_corrupt_drops_later_segments(tmp_path):
