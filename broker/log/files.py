@@ -89,12 +89,20 @@ def index_path(directory: str, base_offset: int) -> str:
 
 
 def list_segment_offsets(directory: str) -> list[int]:
-    """Base offsets of the ``%020d.log`` files in ``directory``, ascending."""
+    """Base offsets of the ``%020d.log`` files in ``directory``, ascending.
+
+    Raises:
+        IsADirectoryError: an entry with a segment's name is not a regular file (named).
+        OSError: the directory cannot be listed.
+    """
     bases = []
-    for name in os.listdir(directory):
-        match = _SEGMENT_NAME.match(name)
-        if match:
-            bases.append(int(match.group(1)))
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            match = _SEGMENT_NAME.match(entry.name)
+            if match:
+                if not entry.is_file(follow_symlinks=False):
+                    raise IsADirectoryError(errno.EISDIR, "not a regular file", entry.path)
+                bases.append(int(match.group(1)))
     return sorted(bases)
 
 

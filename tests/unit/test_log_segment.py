@@ -194,3 +194,23 @@ def test_config_defaults_match_kafka():
     config = LogConfig()
     assert (config.segment_bytes, config.roll_ms, config.retention_ms) == (2**30, 604_800_000, 604_800_000)
     assert (config.retention_bytes, config.index_interval_bytes, config.max_message_size) == (-1, 4096, 1_000_006)
+
+
+def test_a_failed_append_leaves_no_part_of_the_set_behind(segment, monkeypatch):
+    """A write that fails half-way (disk full) is cut back, so no message of the refused set survives a restart."""
+    _append(segment, [b"kept"])
+    size = segment.size
+    real_pwrite = os.pwrite
+    calls = []
+
+    def half_then_full(fd, data, position):
+        calls.append(position)
+        if len(calls) == 1:
+            return real_pwrite(fd, bytes(data)[:len(data) // 2], position)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "pwrite", half_then_full)
+    with pytest.raises(OSError, match="No space"):
+        _append(segment, [b"x" * 500] * 10)
+    monkeypatch.undo()
+    assert segment.size == size and os.path.getsize(segment.path) == size
