@@ -9,7 +9,7 @@ DEFAULT_SESSION_TIMEOUT_MS = 45_000  # Kafka's session.timeout.ms default since 
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """Session timeout bounds, in milliseconds, and the most members a group may have."""
+    """Session (and rebalance) timeout bounds, in milliseconds, and the most members a group may have."""
 
     min_session_timeout_ms: int = 6_000
     max_session_timeout_ms: int = 300_000
@@ -24,6 +24,16 @@ class Limits:
 
     def session_timeout_ok(self, ms: int) -> bool:
         return self.min_session_timeout_ms <= ms <= self.max_session_timeout_ms
+
+    def rebalance_timeout_ok(self, ms: int) -> bool:
+        """0 (meaning the session timeout) up to ``max_session_timeout_ms``.
+
+        The bound is Kafka's rebalance timeout (max.poll.interval.ms) capped where a session
+        timeout is: a larger one would keep a rebalance waiting for a member that is gone,
+        and overflow the timer's wait. No lower bound beyond 0: a short one only drops slow
+        members from a rebalance.
+        """
+        return 0 <= ms <= self.max_session_timeout_ms
 
     @property
     def default_session_timeout_ms(self) -> int:

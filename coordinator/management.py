@@ -6,7 +6,9 @@ the records to persist, and change nothing themselves.
 - CreateGroup: the name follows the topic-name rules; ``session_timeout`` 0 means
   the default (45 s, within the bounds), otherwise it must be within the bounds;
   ``assignment_strategy`` "" means ``range``; ``rebalance_timeout`` 0 means the
-  session timeout. Creating an existing group with the same settings (after those
+  session timeout, otherwise it must lie in 1..``max_session_timeout_ms``
+  (``Limits.rebalance_timeout_ok``; else INVALID_REQUEST, as the field is not a
+  session timeout). Creating an existing group with the same settings (after those
   defaults) answers NONE and writes nothing; with different settings,
   GROUP_ALREADY_EXISTS (this includes a group created implicitly by a commit).
 - DeleteGroup: per group, GROUP_NOT_FOUND, GROUP_IS_EPHEMERAL (it goes away by
@@ -40,7 +42,7 @@ def _settings(req: pb.CreateGroupRequest, limits: Limits) -> GroupCreated | pb.E
     timeout = req.session_timeout or limits.default_session_timeout_ms
     if not limits.session_timeout_ok(timeout):
         return pb.INVALID_SESSION_TIMEOUT
-    if req.rebalance_timeout < 0:
+    if not limits.rebalance_timeout_ok(req.rebalance_timeout):
         return pb.INVALID_REQUEST
     strategy = req.assignment_strategy or DEFAULT_ASSIGNOR
     if strategy not in ASSIGNORS:

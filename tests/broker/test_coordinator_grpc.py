@@ -198,6 +198,16 @@ def test_bad_input_gets_error_codes(broker, stub) -> None:
     assert deleted.error_code == pb.GROUP_NOT_EMPTY and not deleted.deleted_consumer_groups
 
 
+def test_create_refuses_a_rebalance_timeout_above_the_max_session_timeout(broker, stub) -> None:
+    """A rebalance timeout above group.max.session.timeout.ms (2^62 too) is INVALID_REQUEST and creates nothing."""
+    bound = broker.broker.config["group.max.session.timeout.ms"]
+    for timeout in (2**62, bound + 1):
+        assert create(stub, "rb", ["t"], rebalance_timeout=timeout).error_code == pb.INVALID_REQUEST
+    listed = stub.ListGroups(pb.ListGroupsRequest(consumer_groups=["rb"]), timeout=TIMEOUT)
+    assert listed.error_code == pb.GROUP_NOT_FOUND
+    assert create(stub, "rb", ["t"], rebalance_timeout=bound).error_code == pb.NONE
+
+
 def test_admin_topics_cluster_and_group_lag(broker, stub, admin) -> None:
     """Admin describes topics with offsets, the cluster, and a group's lag in bytes and seconds."""
     ack = produce(broker, "lag", 0, [b"m" * 10] * 3)

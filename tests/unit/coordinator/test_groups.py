@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rill.coordinator.limits import Limits
 from rill.coordinator.records import GroupCreated, GroupDeleted
 from rill.v1 import coordinator_pb2 as pb
 
@@ -35,6 +36,24 @@ def test_create_validates_its_fields() -> None:
     assert h.create(topics=["a b"]).error_code == pb.INVALID_TOPIC
     assert h.create(rebalance_timeout=-1).error_code == pb.INVALID_REQUEST
     assert h.records == [] and h.coord.group_names() == []
+
+
+def test_limits_bound_the_rebalance_timeout() -> None:
+    """A rebalance timeout is valid from 0 (the session timeout) up to max_session_timeout_ms, and nothing else."""
+    limits = Limits(max_session_timeout_ms=60_000)
+    assert [limits.rebalance_timeout_ok(ms) for ms in (0, 1, 60_000)] == [True] * 3
+    assert [limits.rebalance_timeout_ok(ms) for ms in (-1, 60_001, 2**62)] == [False] * 3
+
+
+def test_create_refuses_a_rebalance_timeout_above_the_max_session_timeout() -> None:
+    """CreateGroup refuses a rebalance timeout above group.max.session.timeout.ms (2^62 too) with INVALID_REQUEST."""
+    h = Harness(max_session_timeout_ms=60_000)
+    assert h.create("huge", rebalance_timeout=2**62).error_code == pb.INVALID_REQUEST
+    assert h.create("over", rebalance_timeout=60_001).error_code == pb.INVALID_REQUEST
+    assert h.records == [] and h.coord.group_names() == []
+    assert h.create("at", rebalance_timeout=60_000).error_code == pb.NONE
+    assert h.create("unset", rebalance_timeout=0).error_code == pb.NONE
+    assert h.described("at").rebalance_timeout_ms == 60_000
 
 
 def test_delete_rules(h: Harness) -> None:
