@@ -25,6 +25,9 @@ Commits
 Rewinds
     Every entry is resolved (OFFSET: the entry's offset, checked like a commit;
     EARLIEST / LATEST: the log start / end; TIMESTAMP: ``catalog.offset_for_time``).
+    An unknown target, or TIMESTAMP with a time before the epoch (negative: not
+    Kafka's -1 / -2 for latest / earliest, which have targets of their own), is
+    INVALID_REQUEST for the whole request, with no entries in the response.
     With a target other than OFFSET the entries' offsets are ignored (proto3 cannot
     tell an offset of 0 from "not given"), and an empty entry list means every
     partition of the group's topics, its members' topics and its committed topics.
@@ -131,6 +134,13 @@ def _rewind_all(group: Group, topics: Mapping[str, int]) -> list[Entry]:
     return [(t, p, -1) for t in sorted(names) for p in range(topics.get(t, 0))]
 
 
+def _target_ok(req: pb.RewindConsumerRequest) -> bool:
+    """A known target; for TIMESTAMP, a time at or after the epoch (milliseconds, never negative)."""
+    if req.target == pb.TIMESTAMP:
+        return req.timestamp >= 0
+    return req.target in (pb.OFFSET, pb.EARLIEST, pb.LATEST)
+
+
 def rewind(group: Group | None, req: pb.RewindConsumerRequest,
            catalog: Catalog) -> tuple[pb.RewindConsumerResponse, list[Record]]:
     """Resolve and validate every entry; all move together (one record) or none does."""
@@ -140,7 +150,7 @@ def rewind(group: Group | None, req: pb.RewindConsumerRequest,
 
     if group is None:
         return refused(pb.GROUP_NOT_FOUND), []
-    if req.target not in (pb.OFFSET, pb.EARLIEST, pb.LATEST, pb.TIMESTAMP):
+    if not _target_ok(req):
         return refused(pb.INVALID_REQUEST), []
     entries = [(o.topic, o.partition, o.offset) for o in req.new_offsets]
     if not entries and req.target != pb.OFFSET:

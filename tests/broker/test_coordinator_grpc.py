@@ -208,6 +208,22 @@ def test_create_refuses_a_rebalance_timeout_above_the_max_session_timeout(broker
     assert create(stub, "rb", ["t"], rebalance_timeout=bound).error_code == pb.NONE
 
 
+def test_rewind_to_a_negative_timestamp_is_refused(broker, stub) -> None:
+    """RewindConsumer to TIMESTAMP -1 or -2^63 is INVALID_REQUEST and moves nothing (not Kafka's -1 = latest)."""
+    produce(broker, "neg", 0, [b"a", b"b"])
+    create(stub, "g11", ["neg"])
+    committed = stub.CommitOffsets(pb.CommitOffsetsRequest(
+        consumer_group="g11", offsets=[pb.PartitionOffset(topic="neg", partition=0, offset=0)]), timeout=TIMEOUT)
+    assert committed.error_code == pb.NONE
+    for timestamp in (-1, -2**63):
+        rewound = stub.RewindConsumer(pb.RewindConsumerRequest(
+            consumer_group="g11", target=pb.TIMESTAMP, timestamp=timestamp,
+            new_offsets=[pb.PartitionOffset(topic="neg", partition=0)]), timeout=TIMEOUT)
+        assert rewound.error_code == pb.INVALID_REQUEST
+    fetched = stub.FetchOffsets(pb.FetchOffsetsRequest(consumer_group="g11"), timeout=TIMEOUT)
+    assert {(o.topic, o.partition): o.offset for o in fetched.offsets} == {("neg", 0): 0}
+
+
 def test_admin_topics_cluster_and_group_lag(broker, stub, admin) -> None:
     """Admin describes topics with offsets, the cluster, and a group's lag in bytes and seconds."""
     ack = produce(broker, "lag", 0, [b"m" * 10] * 3)

@@ -70,6 +70,19 @@ def test_rewind_by_time_finds_the_first_message_at_or_after_it(h: Harness) -> No
     assert _actual(h.rewind({("t", 0): 0}, target=pb.TIMESTAMP, timestamp=T0 + 9999)) == {("t", 0): 42}
 
 
+def test_rewind_to_a_negative_timestamp_is_refused(h: Harness) -> None:
+    """TIMESTAMP with a time before the epoch (-1, -2^63) is INVALID_REQUEST for the whole request: nothing moves."""
+    _fill(h)
+    h.commit({("t", 0): 28, ("t", 1): 28})
+    for timestamp in (-1, -2**63):
+        response = h.rewind({("t", 0): 0, ("t", 1): 0}, target=pb.TIMESTAMP, timestamp=timestamp)
+        assert response.error_code == pb.INVALID_REQUEST and not response.actual_offsets
+        assert h.rewind({}, target=pb.TIMESTAMP, timestamp=timestamp).error_code == pb.INVALID_REQUEST
+    assert h.fetch() == {("t", 0): 28, ("t", 1): 28}
+    assert not [r for r in h.records if isinstance(r, OffsetsCommitted) and r.rewind]
+    assert _actual(h.rewind({("t", 0): 0}, target=pb.TIMESTAMP, timestamp=0)) == {("t", 0): 0}
+
+
 def test_rewind_with_no_entries_moves_every_partition_of_the_group(h: Harness) -> None:
     """With a target and no entries, every partition of the group's topics moves."""
     _fill(h)
