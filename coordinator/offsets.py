@@ -17,10 +17,14 @@ Commits
     group that does not exist creates it (GroupCreated with default settings:
     non-ephemeral, no topics, ``range``, the default session timeout), as Kafka
     does for simple consumers.
-    Every offset must be a message boundary in its log (the log end counts):
-    OFFSET_OUT_OF_RANGE / INVALID_OFFSET / UNKNOWN_TOPIC_OR_PARTITION per partition.
-    All or nothing: any error sets ``error_code`` and commits nothing. For an error
-    of the whole request every partition carries that code.
+    Per partition, after the checks of the whole request, the first that applies:
+    UNKNOWN_TOPIC_OR_PARTITION (whoever commits: NOT_OWNER is only ever the answer
+    for a partition that exists), NOT_OWNER, then the offset, which must be a
+    message boundary in its log (the log end counts): OFFSET_OUT_OF_RANGE /
+    INVALID_OFFSET.
+    All or nothing: any error sets ``error_code`` (the first partition's error, in
+    request order) and commits nothing. For an error of the whole request every
+    partition carries that code.
 
 Rewinds
     Every entry is resolved (OFFSET: the entry's offset, checked like a commit;
@@ -87,6 +91,14 @@ def _ownership_codes(group: Group | None, req: pb.CommitOffsetsRequest, entries:
     return [pb.NOT_OWNER if (t, p) in owners else pb.NONE for t, p, _ in entries]
 
 
+def _entry_codes(group: Group | None, req: pb.CommitOffsetsRequest, entries: list[Entry],
+                 catalog: Catalog) -> list[pb.ErrorCode]:
+    """Per entry, the first error of: UNKNOWN_TOPIC_OR_PARTITION, NOT_OWNER, the offset's own check."""
+    checked = [check_offset(catalog, t, p, o) for t, p, o in entries]
+    unknown = [c if c == pb.UNKNOWN_TOPIC_OR_PARTITION else pb.NONE for c in checked]
+    return [_first_error(codes) for codes in zip(unknown, _ownership_codes(group, req, entries), checked)]
+
+
 def commit(group: Group | None, req: pb.CommitOffsetsRequest, catalog: Catalog,
            implicit: Callable[[str], GroupCreated]) -> tuple[pb.CommitOffsetsResponse, list[Record]]:
     """Validate a commit; ``implicit(name)`` gives the settings of a group a commit creates."""
@@ -96,8 +108,7 @@ def commit(group: Group | None, req: pb.CommitOffsetsRequest, catalog: Catalog,
         whole = pb.INVALID_GROUP_NAME
     if whole != pb.NONE:
         return pb.CommitOffsetsResponse(error_code=whole, offsets=_offsets(entries, [whole] * len(entries))), []
-    codes = _ownership_codes(group, req, entries)
-    codes = [c if c != pb.NONE else check_offset(catalog, t, p, o) for c, (t, p, o) in zip(codes, entries)]
+    codes = _entry_codes(group, req, entries, catalog)
     error = _first_error(codes)
     if error != pb.NONE or not entries:
         return pb.CommitOffsetsResponse(error_code=error, offsets=_offsets(entries, codes)), []

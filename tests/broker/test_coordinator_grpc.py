@@ -224,6 +224,24 @@ def test_rewind_to_a_negative_timestamp_is_refused(broker, stub) -> None:
     assert {(o.topic, o.partition): o.offset for o in fetched.offsets} == {("neg", 0): 0}
 
 
+def test_member_commit_for_an_unknown_topic_or_partition(broker, stub) -> None:
+    """A member's commit for a missing topic or partition gets UNKNOWN_TOPIC_OR_PARTITION (not NOT_OWNER), all or nothing."""
+    ack = produce(broker, "known", 0, [b"x"])
+    create(stub, "g12", ["known"])
+    member = register(stub, "g12")
+    assert ("known", 0) in owned(member)
+    commit = stub.CommitOffsets(pb.CommitOffsetsRequest(
+        consumer_group="g12", consumer_id=member.consumer_id, generation=member.generation, offsets=[
+            pb.PartitionOffset(topic="known", partition=0, offset=ack.next_offset),
+            pb.PartitionOffset(topic="no-such-topic", partition=0, offset=0),
+            pb.PartitionOffset(topic="known", partition=7, offset=0)]), timeout=TIMEOUT)
+    assert commit.error_code == pb.UNKNOWN_TOPIC_OR_PARTITION
+    assert [o.error_code for o in commit.offsets] == [
+        pb.NONE, pb.UNKNOWN_TOPIC_OR_PARTITION, pb.UNKNOWN_TOPIC_OR_PARTITION]
+    fetched = stub.FetchOffsets(pb.FetchOffsetsRequest(consumer_group="g12"), timeout=TIMEOUT)
+    assert all(o.offset == -1 for o in fetched.offsets)
+
+
 def test_admin_topics_cluster_and_group_lag(broker, stub, admin) -> None:
     """Admin describes topics with offsets, the cluster, and a group's lag in bytes and seconds."""
     ack = produce(broker, "lag", 0, [b"m" * 10] * 3)

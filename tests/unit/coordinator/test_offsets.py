@@ -56,6 +56,19 @@ def test_commit_for_a_partition_the_member_does_not_own_is_refused(h: Harness) -
     assert h.fetch() == {}
 
 
+def test_member_commit_for_an_unknown_topic_or_partition_is_unknown_not_not_owner(h: Harness) -> None:
+    """A member's commit for a missing topic or partition gets UNKNOWN_TOPIC_OR_PARTITION, NOT_OWNER only existing ones."""
+    _fill(h)
+    a, b = h.stable(2)
+    mine, theirs = sorted(owned(a))[0], sorted(owned(b))[0]
+    response = h.commit({mine: 14, ("nope", 0): 0, ("t", 9): 0, theirs: 15}, a)
+    assert [o.error_code for o in response.offsets] == [
+        pb.NONE, pb.UNKNOWN_TOPIC_OR_PARTITION, pb.UNKNOWN_TOPIC_OR_PARTITION, pb.NOT_OWNER]
+    assert response.error_code == pb.UNKNOWN_TOPIC_OR_PARTITION
+    assert h.fetch() == {}
+    assert not [r for r in h.records if isinstance(r, OffsetsCommitted)]
+
+
 def test_commit_is_allowed_while_the_group_rebalances(h: Harness) -> None:
     """During PREPARING_REBALANCE a member commits with its current generation before re-registering."""
     _fill(h)
