@@ -167,8 +167,10 @@ class Connection:
                 self._release(reserved)
                 raise
             self.held, self.held_reserved = None, 0
-            self.deferrals = []
-            self._release(reserved)
+            if self.deferrals:
+                self.deferrals = []
+            if reserved:
+                self._release(reserved)
             if slot is not None:
                 self.pending.append(slot)
 

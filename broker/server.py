@@ -36,7 +36,7 @@ from rill.client.protocol.framing import DecodeError
 log = structlog.get_logger(__name__)
 
 IDLE_CHECK_INTERVAL = 5.0
-RECV_BUFFER_BYTES = 256 * 1024  # one receive buffer shared by every connection (one loop thread)
+RECV_BUFFER_BYTES = 1024 * 1024  # one receive buffer shared by every connection (one loop thread)
 
 
 class Timer:

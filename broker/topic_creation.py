@@ -29,6 +29,9 @@ from rill.client.protocol import requests as rq
 from rill.client.topics import is_valid_topic
 
 
+_NONE: dict[str, BrokerError] = {}
+
+
 def as_broker_error(topic: str, exc: BaseException) -> BrokerError:
     """The error to answer for a creation of ``topic`` that failed with ``exc``."""
     if isinstance(exc, BrokerError):
@@ -79,12 +82,15 @@ class DataPlaneTopics:
             Deferred: a topic is being created; the request is handled again once it is.
         """
         if not self.auto_create:
-            return {}
+            return _NONE
         known = self.logs.topics()
+        missing = [topic for topic in topics if topic not in known]
+        if not missing:
+            return _NONE  # the usual case: every topic exists
         errors: dict[str, BrokerError] = {}
         failed = {d.key: d.future.exception() for d in conn.deferrals if d.future.exception() is not None}
-        for topic in sorted(set(topics)):
-            if topic in known or not is_valid_topic(topic):
+        for topic in sorted(set(missing)):
+            if not is_valid_topic(topic):
                 continue
             failure = failed.get(topic)
             if failure is not None:  # this request waited for it already: answer, never create again

@@ -79,9 +79,11 @@ class CorruptDataError(InvalidMessage):
 class SegmentIntegrity:
     """Verified and corrupt ranges of one segment (see the module docstring)."""
 
-    __slots__ = ("verified", "corrupt", "reasons", "_lock")
+    __slots__ = ("verified", "corrupt", "reasons", "tail_start", "tail_end", "_lock")
 
     def __init__(self) -> None:
+        self.tail_start = self.tail_end = -1
+        """The verified range appends extend (two ints: no allocation per append); -1 when none."""
         self.verified: tuple[Range, ...] = ()
         self.corrupt: tuple[Range, ...] = ()
         self.reasons: dict[int, str] = {}
@@ -90,9 +92,16 @@ class SegmentIntegrity:
 
     def covers(self, start: int, stop: int) -> bool:
         """Whether ``[start, stop)`` lies inside one verified range (and no corrupt one)."""
-        ranges = self.verified
+        if self.tail_start <= start and stop <= self.tail_end and not self.corrupt:
+            return True  # the append path's range: the usual case for a consumer keeping up
+        ranges = self._all_verified()
         i = bisect_right(ranges, (start, 1 << 62)) - 1
         return i >= 0 and ranges[i][0] <= start and stop <= ranges[i][1] and not self.corrupt_in(start, stop)
+
+    def _all_verified(self) -> tuple[Range, ...]:
+        if self.tail_end < 0:
+            return self.verified
+        return _merged(self.verified + ((self.tail_start, self.tail_end),))
 
     def corrupt_in(self, start: int, stop: int) -> Range | None:
         """The first corrupt range overlapping ``[start, stop)``, or None."""
@@ -103,17 +112,22 @@ class SegmentIntegrity:
 
     def verified_end(self, start: int) -> int:
         """The end of the verified range holding ``start`` (``start`` itself when none does)."""
-        ranges = self.verified
+        ranges = self._all_verified()
         i = bisect_right(ranges, (start, 1 << 62)) - 1
         return ranges[i][1] if i >= 0 and ranges[i][0] <= start < ranges[i][1] else start
+
+    def extend_tail(self, start: int, stop: int) -> None:
+        """Appended (and so checked) bytes ``[start, stop)``: the append path, O(1) (one writer thread)."""
+        if start == self.tail_end:
+            self.tail_end = stop
+            return
+        if self.tail_end > self.tail_start:
+            self.add_verified(self.tail_start, self.tail_end)
+        self.tail_start, self.tail_end = start, stop
 
     def add_verified(self, start: int, stop: int) -> None:
         """Note ``[start, stop)`` as verified (merged with touching ranges)."""
         if stop <= start:
-            return
-        ranges = self.verified
-        if ranges and ranges[-1][1] == start and ranges[-1][0] <= start:  # the append path: extend the last
-            self.verified = ranges[:-1] + ((ranges[-1][0], stop),)
             return
         with self._lock:
             self.verified = _merged(self.verified + ((start, stop),))
@@ -128,6 +142,10 @@ class SegmentIntegrity:
         with self._lock:
             self.verified = tuple((a, min(b, position)) for a, b in self.verified if a < position)
             self.corrupt = tuple((a, min(b, position)) for a, b in self.corrupt if a < position)
+            if self.tail_start >= position:
+                self.tail_start = self.tail_end = -1
+            else:
+                self.tail_end = min(self.tail_end, position)
 
 
 def _merged(ranges: tuple[Range, ...]) -> tuple[Range, ...]:
@@ -169,11 +187,20 @@ def verify_messages(fd: int, start: int, stop: int, size: int, max_message_size:
 
 def corrupt_range_at(fd: int, position: int, size: int, max_message_size: int) -> int:
     """Where the corrupt range starting at ``position`` ends: the next valid message, or ``size``."""
-    cursor = position + 1
+    found = find_valid_from(fd, position + 1, size, max_message_size)
+    return found if found >= 0 else size
+
+
+def find_valid_from(fd: int, start: int, size: int, max_message_size: int) -> int:
+    """The first position >= ``start`` (and < ``size``) where a whole valid message begins, or -1.
+
+    Reads bounded windows, so a long stretch of garbage costs time, not memory.
+    """
+    cursor = start
     while cursor < size:
         data = os.pread(fd, min(_WINDOW + 4 + max_message_size, size - cursor), cursor)
         found = find_valid(data, 0, max_message_size)
         if found >= 0:
             return cursor + found
         cursor += _WINDOW
-    return size
+    return -1

@@ -80,6 +80,14 @@ class FileSlice:
     next_offset: int
 
 
+class FlushToken(NamedTuple):
+    """What one half-done batched flush covers (see :meth:`Log.begin_flush`)."""
+
+    messages: int
+    end: int
+    segments: list[tuple[Segment, int]]
+
+
 class AppendInfo(NamedTuple):
     """Where an appended set went: offsets ``first_offset .. next_offset``, ``count`` messages."""
 
@@ -150,20 +158,22 @@ class Log:
     @classmethod
     def load(cls, directory: str, topic: str, partition: int, config: LogConfig, clock: Clock = time, *,
              clean: bool = False, truncate_corrupt: bool = False, recovery_point: int = 0,
-             open_files: OpenFiles | None = None, new: bool = False) -> Log:
+             open_files: OpenFiles | None = None, new: bool = False, sync: bool = True) -> Log:
         """Open the log in the existing, already validated ``directory`` (see :meth:`open`).
 
         ``new`` says the directory was just made for a new topic: its first segment is
         created without a directory fsync (the topic's creator syncs once for all).
+        ``sync`` False leaves the segments recovery scanned unsynced (listed in
+        ``recovery_report.unsynced``): the caller syncs them before serving.
         """
         logger = structlog.get_logger(__name__).bind(topic=topic, partition=partition)
         cache = open_files if open_files is not None else OpenFiles(UNBOUNDED)
         kept, report = open_segments(directory, config, clean=clean or new, truncate_corrupt=truncate_corrupt,
                                      log=logger, now_ms=int(clock.time() * 1000), recovery_point=recovery_point,
-                                     open_files=cache, sync_dir=not new)
+                                     open_files=cache, sync_dir=not new, sync=sync)
         log = cls(directory, topic, partition, config, clock, kept, report, logger, cache)
         if report.segments_scanned or report.bytes_truncated:
-            logger.info("log.loaded", start_offset=log.start_offset, end_offset=log.end_offset, segments=len(kept),
+            logger.debug("log.loaded", start_offset=log.start_offset, end_offset=log.end_offset, segments=len(kept),
                         clean=report.clean, segments_scanned=report.segments_scanned,
                         bytes_truncated=report.bytes_truncated)
         return log
@@ -222,13 +232,14 @@ class Log:
             raise self._refusal(0, 0, size)
         segment = self._active
         now_ms = max(int(self._clock.time() * 1000), self._last_append_ms)
-        roll = self._should_roll(segment, size, now_ms)
-        next_mark = 0 if roll else segment.index.next_mark(segment.size)
+        index = segment.index
+        roll = self._should_roll(segment, index.first_time_ms, size, now_ms)
+        next_mark = 0 if roll else index.next_mark(segment.size)
         result = scan(message_set, self._max_message_size, self._index_interval, next_mark)
         if result.error or result.valid_bytes != size:
             raise self._refusal(result.error, result.valid_bytes, size)
         marks = result.marks
-        last_entry_ms = segment.index.last_time_ms
+        last_entry_ms = index.last_time_ms
         if (not roll and last_entry_ms is not None and now_ms - last_entry_ms >= self._index_interval_ms
                 and (not marks or marks[0] != 0)):
             marks = [0, *marks]  # an entry per interval of time too: append times stay precise
@@ -257,13 +268,12 @@ class Log:
             self.flush_signal()
         return AppendInfo(first, end, result.message_count)
 
-    def _should_roll(self, segment: Segment, size: int, now_ms: int) -> bool:
+    def _should_roll(self, segment: Segment, first_ms: int | None, size: int, now_ms: int) -> bool:
         if not segment.size:
             return False  # a set larger than segment_bytes goes alone into an empty segment
         if segment.size + size > self.config.segment_bytes:
             return True
-        first = segment.first_append_ms
-        return first is not None and now_ms - first >= self.config.roll_ms
+        return first_ms is not None and now_ms - first_ms >= self.config.roll_ms
 
     def _refusal(self, error: int, valid_bytes: int, size: int) -> Exception:
         where = f"{self.topic}-{self.partition}: message at position {valid_bytes} of the set"
@@ -456,6 +466,41 @@ class Log:
             self._flushed_messages = messages
             self._last_flush_time = now
         self._waiters.advance(end)
+
+    def begin_flush(self) -> FlushToken | None:
+        """The first half of a batched flush: write pending index entries and note what a sync will cover.
+
+        The caller then syncs the whole file system (batch_sync.py) and calls
+        :meth:`end_flush` with the token. Returns None when there is nothing to flush
+        (or the log is failed or closed).
+
+        Raises:
+            StorageError: writing the index failed (the log is now failed).
+        """
+        with self._flush_lock:
+            if self._files_closed or self._failed is not None:
+                return None
+            messages, end, view = self._appended_messages, self._end_offset, self._view
+            flushed = self._waiters.flushed_offset
+            if end == flushed and messages == self._flushed_messages:
+                return None
+            segments = [(segment, segment.size) for segment in view.from_offset(flushed)]
+            try:
+                for segment, _ in segments:
+                    segment.write_index()
+            except OSError as exc:
+                self._fail(exc, "write")
+                raise StorageError(f"{self.topic}-{self.partition}: index write failed: {exc}") from exc
+            return FlushToken(messages, end, segments)
+
+    def end_flush(self, token: FlushToken) -> None:
+        """The second half of a batched flush: the file system was synced after :meth:`begin_flush`."""
+        with self._flush_lock:
+            for segment, size in token.segments:
+                segment.synced_by_others(size)
+            self._flushed_messages = max(self._flushed_messages, token.messages)
+            self._last_flush_time = self._clock.time()
+        self._waiters.advance(token.end)
 
     def when_flushed(self, offset: int, callback: Callback, on_error: ErrorCallback | None = None) -> None:
         """Call ``callback()`` once ``flushed_offset >= offset``: at once if it already is,

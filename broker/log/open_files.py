@@ -2,23 +2,26 @@
 
 A segment's ``.log`` and ``.index`` files are opened when first needed and kept in a
 least-recently-used cache of at most ``max_open`` descriptors (``log.open.files.max``).
-Opening one more closes the least recently used one. Two kinds of file are never
-closed by the cache:
+Opening one more closes the least recently used one, preferring files whose bytes are
+all fsynced: a ``.log`` file with unsynced bytes (``Segment.unsynced``) is closed only
+when nothing else is left to close (a write flood over more partitions than
+``max_open`` within one flush interval). That is safe: fsync works on the file, not on
+the descriptor, so the flusher's later fsync through a new descriptor syncs those
+bytes, and Linux (4.16 and later) reports a write-back error nobody has seen yet to
+that later fsync (fsyncgate, reliability.md 1.5). So the bound holds however many
+partitions are written at once.
 
-* a ``.log`` file whose segment has bytes that are not fsynced yet (``Segment.unsynced``):
-  its descriptor stays open until the flusher has synced it, so a write-back error is
-  reported to the descriptor that wrote the bytes (fsyncgate, reliability.md 1.5);
-* any file while someone uses it: eviction only drops the cache's reference, and a
-  :class:`SegmentFile` closes when its last reference goes. A :class:`FileSlice` being
-  sent, or a flush in progress, keeps its descriptor open until it is done.
+A file in use is never closed under its user: eviction only drops the cache's
+reference, and a :class:`SegmentFile` closes when its last reference goes. A
+:class:`FileSlice` being sent, or a flush in progress, keeps its descriptor open until
+it is done (so the count can exceed ``max_open`` by the slices in flight).
+:meth:`OpenFiles.close_idle` closes files unused for ``idle_ms``
+(``log.open.files.idle.ms``), so a quiet broker holds few descriptors.
 
-So the cache may hold more than ``max_open`` for a while when many segments are
-unsynced at once (one per partition written within a flush interval); the count falls
-back as the flusher syncs them. :meth:`OpenFiles.close_idle` closes files unused for
-``idle_ms`` (``log.open.files.idle.ms``), so a quiet broker holds few descriptors.
-
-Thread-safety: every method may be called from any thread (one short lock; files are
-opened outside it).
+Thread-safety: every method may be called from any thread. A hit takes no lock (each
+dictionary operation is atomic under the GIL; a concurrent eviction only means the
+caller holds the last reference); opening and evicting take one short lock, and files
+are opened outside it.
 """
 
 from __future__ import annotations
@@ -28,11 +31,13 @@ import os
 import threading
 import time
 from collections import OrderedDict
+from itertools import islice
 from collections.abc import Callable
 from typing import Protocol
 
 LOG_FILE = 0
 INDEX_FILE = 1
+EVICT_SCAN = 64
 
 
 class SegmentFile(io.FileIO):
@@ -73,7 +78,8 @@ class OpenFiles:
         self.idle_ms = idle_ms
         self._clock = clock
         self._lock = threading.Lock()
-        self._files: OrderedDict[tuple[CachedSegment, int], tuple[SegmentFile, float]] = OrderedDict()
+        self._files: OrderedDict[tuple[CachedSegment, int], SegmentFile] = OrderedDict()  # least recently used first
+        self._used: dict[tuple[CachedSegment, int], float] = {}  # when each was last asked for
         self.opened = 0
         """Files opened since start (a cache miss each): a gauge for tests and benchmarks."""
 
@@ -98,13 +104,15 @@ class OpenFiles:
 
     def _get(self, segment: CachedSegment, kind: int) -> SegmentFile:
         key = (segment, kind)
-        now = self._clock()
-        with self._lock:
-            found = self._files.get(key)
-            if found is not None and not found[0].closed:
-                self._files[key] = (found[0], now)
+        found = self._files.get(key)
+        if found is not None and not found.closed:  # the hot path: no lock (each dict operation is atomic)
+            self._used[key] = self._clock()
+            try:
                 self._files.move_to_end(key)
-                return found[0]
+            except KeyError:
+                pass  # evicted meanwhile by another thread: the caller's reference keeps it open
+            return found
+        now = self._clock()
         if kind == LOG_FILE:
             fd = os.open(segment.path, os.O_RDWR | os.O_CLOEXEC)
         else:
@@ -112,52 +120,65 @@ class OpenFiles:
         file = SegmentFile(fd, "r+")
         with self._lock:
             raced = self._files.get(key)
-            if raced is not None and not raced[0].closed:
+            if raced is not None and not raced.closed:
                 file.close()  # another thread opened it meanwhile: keep one descriptor
-                return raced[0]
-            self._files[key] = (file, now)
+                return raced
+            self._files[key] = file
+            self._used[key] = now
             self.opened += 1
-            self._evict(len(self._files) - self.max_open)
+            self._evict(len(self._files) - self.max_open, key)
         return file
 
-    def _evict(self, excess: int) -> None:
-        """Drop up to ``excess`` least recently used entries, skipping pinned ones (lock held)."""
+    def _evict(self, excess: int, keep: tuple[CachedSegment, int]) -> None:
+        """Drop ``excess`` least recently used entries other than ``keep``, synced ones first (lock held).
+
+        Looks at no more than ``EVICT_SCAN`` entries for a synced one, so an eviction
+        costs O(1) even when every file is unsynced (a write flood).
+        """
         checked = 0
-        limit = len(self._files)
-        while excess > 0 and checked < limit:
-            key, (file, used) = next(iter(self._files.items()))
+        while excess > 0 and checked < EVICT_SCAN and self._files:
+            key = next(iter(self._files))
             checked += 1
-            if key[1] == LOG_FILE and key[0].unsynced:
-                self._files.move_to_end(key)  # pinned until synced: look at it again later
+            if key == keep or (key[1] == LOG_FILE and key[0].unsynced):
+                self._files.move_to_end(key)  # kept while anything else can go
                 continue
-            del self._files[key]
+            self._drop(key)
             excess -= 1
+        if excess > 0:  # only unsynced files near the old end: the bound holds all the same
+            for key in list(islice((k for k in self._files if k != keep), excess)):
+                self._drop(key)
+
+    def _drop(self, key: tuple[CachedSegment, int]) -> None:
+        self._files.pop(key, None)
+        self._used.pop(key, None)
 
     def forget(self, segment: CachedSegment) -> None:
         """Drop ``segment``'s files from the cache (deleted or closed); users' references stay valid."""
         with self._lock:
-            self._files.pop((segment, LOG_FILE), None)
-            self._files.pop((segment, INDEX_FILE), None)
+            self._drop((segment, LOG_FILE))
+            self._drop((segment, INDEX_FILE))
 
     def close_idle(self) -> int:
-        """Drop files unused for ``idle_ms`` (unsynced log files excepted); return how many."""
+        """Drop files unused for ``idle_ms`` (unsynced log files are left for the flusher); return how many."""
         cutoff = self._clock() - self.idle_ms / 1000
         with self._lock:
             stale = []
-            for key, (_, used) in self._files.items():
-                if used >= cutoff:
+            for key in self._files:
+                if self._used.get(key, 0.0) >= cutoff:
                     break  # ordered by last use: the rest are newer
                 if not (key[1] == LOG_FILE and key[0].unsynced):
                     stale.append(key)
             for key in stale:
-                del self._files[key]
+                self._drop(key)
+            for key in [k for k in self._used if k not in self._files]:
+                del self._used[key]  # a hit that raced an eviction left its time behind
         return len(stale)
 
     def close_all(self) -> None:
         """Close every cached file now (shutdown: no reader may hold a slice any more)."""
         with self._lock:
-            entries, self._files = list(self._files.values()), OrderedDict()
-        for file, _ in entries:
+            entries, self._files, self._used = list(self._files.values()), OrderedDict(), {}
+        for file in entries:
             file.close()
 
 

@@ -39,16 +39,17 @@ import struct
 from array import array
 from bisect import bisect_right
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from rill.broker.log import files
 from rill.broker.log.config import LogConfig
 from rill.broker.log.index import read_index_file, unpack_entries
+from rill.broker.log.integrity import find_valid_from
 from rill.broker.log.open_files import OpenFiles
 from rill.broker.log.segment import IndexLoader, Segment, load_trusted_index
 from rill.client.errors import StorageError
-from rill.client.protocol.messages import SCAN_ERROR_NAMES, SCAN_OK, find_valid, scan
+from rill.client.protocol.messages import SCAN_ERROR_NAMES, SCAN_OK, scan
 
 _WINDOW = 1 << 20
 _TORN = -1  # an incomplete message at the end of the file
@@ -82,6 +83,9 @@ class RecoveryReport:
     recovery_point: int = 0
     corrupt_ranges: int = 0
     """Ranges of invalid bytes kept (valid data follows them) and never served."""
+    unsynced: tuple[Segment, ...] = ()
+    """Scanned segments the caller must still sync (recovery with ``sync=False``)."""
+    bytes_scanned: int = 0
 
 
 @dataclass(slots=True)
@@ -136,10 +140,11 @@ class _Recovery:
         self.bytes_truncated = 0
         self.side_files: list[str] = []
         self.corrupt_ranges = 0
+        self.bytes_scanned = 0
 
     def report(self, clean: bool, recovery_point: int) -> RecoveryReport:
         return RecoveryReport(clean, len(self.scanned), self.bytes_truncated, tuple(self.side_files),
-                              recovery_point, self.corrupt_ranges)
+                              recovery_point, self.corrupt_ranges, bytes_scanned=self.bytes_scanned)
 
     def rescan(self, segment: Segment, reason: str, start: int = 0) -> _ScanOutcome:
         """Scan ``segment`` from ``start`` (0 unless its old index reaches it) and rebuild its index.
@@ -170,8 +175,9 @@ class _Recovery:
         segment.rebuild_index(*_rebuilt_entries(segment, kept_positions, kept_times, start, marks,
                                                 outcome.valid_end, [(a, b) for a, b, _ in corrupt]))
         self.scanned.append(segment)
-        self.log.info("recovery.scanned", file=segment.path, reason=reason, bytes=segment.size - start,
-                      start=start, valid_bytes=outcome.valid_end - start, index_entries=len(segment.index))
+        self.log.debug("recovery.scanned", file=segment.path, reason=reason, bytes=segment.size - start,
+                       start=start, valid_bytes=outcome.valid_end - start, index_entries=len(segment.index))
+        self.bytes_scanned += segment.size - start
         for low, high, why in corrupt:
             self.keep_corrupt(segment, low, high, why)
         return outcome
@@ -267,7 +273,7 @@ def index_loader(config: LogConfig, log: Any, now_ms: int) -> IndexLoader:
 
 def open_segments(directory: str, config: LogConfig, *, clean: bool, truncate_corrupt: bool, log: Any,
                   now_ms: int, recovery_point: int = 0, open_files: OpenFiles | None = None,
-                  sync_dir: bool = True) -> tuple[list[Segment], RecoveryReport]:
+                  sync_dir: bool = True, sync: bool = True) -> tuple[list[Segment], RecoveryReport]:
     """Open the segments of a partition directory (creating the first one) and recover them.
 
     ``sync_dir`` False skips the directory fsync when the first segment is created (a
@@ -284,12 +290,17 @@ def open_segments(directory: str, config: LogConfig, *, clean: bool, truncate_co
         segments = [Segment.open(directory, base, config.index_interval_bytes, open_files, loader)
                     for base in bases]
     return recover_segments(segments, config, recovery_point, clean=clean,
-                            truncate_corrupt=truncate_corrupt, log=log, now_ms=now_ms)
+                            truncate_corrupt=truncate_corrupt, log=log, now_ms=now_ms, sync=sync)
 
 
 def recover_segments(segments: list[Segment], config: LogConfig, recovery_point: int, *, clean: bool,
-                     truncate_corrupt: bool, log: Any, now_ms: int) -> tuple[list[Segment], RecoveryReport]:
+                     truncate_corrupt: bool, log: Any, now_ms: int,
+                     sync: bool = True) -> tuple[list[Segment], RecoveryReport]:
     """Check and repair ``segments`` (ascending, at least one); return those kept and a report.
+
+    Scanned segments are fsynced (their data may sit in the page cache only) unless
+    ``sync`` is False: then the caller syncs them (the log manager syncs the whole file
+    system once after recovering every log; the report lists them in ``unsynced``).
 
     Raises:
         CorruptLogError: corruption in the middle of the log and not ``truncate_corrupt``.
@@ -313,10 +324,12 @@ def recover_segments(segments: list[Segment], config: LogConfig, recovery_point:
         outcome = state.rescan(segment, "unflushed", start)
         if outcome.valid_end < segment.size and state.cut(segment, outcome, segments[i + 1:]):
             break
-    for segment in state.scanned:
-        if segment in kept:
+    scanned = [segment for segment in state.scanned if segment in kept]
+    if sync:
+        for segment in scanned:
             segment.flush()  # recovered data may sit in the page cache only (KAFKA-10101)
-    return kept, state.report(clean, recovery_point)
+    report = state.report(clean, recovery_point)
+    return kept, report if sync else replace(report, unsynced=tuple(scanned))
 
 
 def _index_below(segment: Segment, start: int, max_message_size: int) -> tuple[array[int], array[int], int]:
@@ -392,15 +405,7 @@ def _rebuilt_entries(segment: Segment, kept_positions: array[int], kept_times: a
 def _find_valid_after(segment: Segment, start: int, max_message_size: int) -> int:
     """The first position >= ``start`` where a whole valid message begins, or -1 (bounded windows)."""
     file = segment.file
-    fd, size = file.fileno(), segment.size
-    position = start
-    while position < size:
-        buf = os.pread(fd, min(_WINDOW + 4 + max_message_size, size - position), position)
-        found = find_valid(buf, 0, max_message_size)
-        if found >= 0:
-            return position + found
-        position += _WINDOW
-    return -1
+    return find_valid_from(file.fileno(), start, segment.size, max_message_size)
 
 
 def _holds_valid(segment: Segment, max_message_size: int) -> bool:

@@ -167,11 +167,6 @@ class Segment:
     def end_offset(self) -> int:
         return self.base_offset + self.size
 
-    @property
-    def first_append_ms(self) -> int | None:
-        """Time of the first append (from index entry 0); ``None`` for an empty segment."""
-        return self.index.first_time_ms if self.size else None
-
     # -- writing -----------------------------------------------------------------------
 
     def append(self, data: bytes | bytearray | memoryview, marks: Sequence[int], now_ms: int,
@@ -198,8 +193,8 @@ class Segment:
                 pass  # the write error is what the caller reports; recovery cuts the rest
             raise
         if marks:
-            self.index.add(marks, position, now_ms)
-        self.integrity.add_verified(position, position + len(data))  # the caller scanned it
+            (self._index if self._index is not None else self.index).add(marks, position, now_ms)
+        self.integrity.extend_tail(position, position + len(data))  # the caller scanned it
         self.size = position + len(data)
         self.last_append_ms = now_ms
 
@@ -210,22 +205,35 @@ class Segment:
             OSError: a write or fsync failed (never retry an fsync: the pages may be lost).
         """
         size = self.size
-        index = self._index
-        index_file = None
-        if index is not None:
-            first, count, data = index.unpersisted()
-            if data:
-                index_file = self._files.index_file(self)
-                files.pwrite_all(index_file.fileno(), data, first * ENTRY_SIZE, self.index_path)
-                index.persisted(count)
-                self._index_unsynced = True
+        self.write_index()
         log_file = self.file
         os.fsync(log_file.fileno())
         if self._index_unsynced:
-            index_file = index_file if index_file is not None else self._files.index_file(self)
+            index_file = self._files.index_file(self)
             os.fsync(index_file.fileno())
             self._index_unsynced = False
         self.synced_size = max(self.synced_size, size)
+
+    def write_index(self) -> None:
+        """Write the index entries added since the last call (no fsync: the first half of a flush).
+
+        Raises:
+            OSError: the write failed.
+        """
+        index = self._index
+        if index is None:
+            return
+        first, count, data = index.unpersisted()
+        if data:
+            index_file = self._files.index_file(self)
+            files.pwrite_all(index_file.fileno(), data, first * ENTRY_SIZE, self.index_path)
+            index.persisted(count)
+            self._index_unsynced = True
+
+    def synced_by_others(self, size: int) -> None:
+        """The whole file system was synced after ``size`` bytes were written (a batched flush)."""
+        self.synced_size = max(self.synced_size, size)
+        self._index_unsynced = False
 
     def truncate_to(self, position: int) -> None:
         """Cut the file at ``position`` (recovery only, before the log is shared); not fsynced."""
@@ -311,8 +319,10 @@ class Segment:
         index = SegmentIndex(self.index_path, self.index_interval)
         index.reset(positions, times)
         index_file = self._files.index_file(self)
-        os.ftruncate(index_file.fileno(), 0)
-        files.pwrite_all(index_file.fileno(), index.encoded(), 0, self.index_path)
+        data = index.encoded()
+        files.pwrite_all(index_file.fileno(), data, 0, self.index_path)
+        if os.fstat(index_file.fileno()).st_size > len(data):
+            os.ftruncate(index_file.fileno(), len(data))  # only when it shrank: a truncate costs a metadata write
         self._index_unsynced = True
         self.set_index(index)
 

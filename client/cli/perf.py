@@ -18,6 +18,9 @@
 - ``producer-api`` measures the Producer API, send() and send_many() (rill.client.cli.perf_producer).
 - ``commit-modes`` and ``rebalance-modes`` compare the native coordinator with ZooKeeper (0.7)
   mode in one run (rill.client.cli.perf_modes).
+- ``connections``, ``partitions`` and ``scrub`` start brokers of their own and measure
+  idle-connection floods, many partitions (create, stop, start) and the scrubber
+  (rill.client.cli.perf_broker_limits).
 
 Figures go to stderr as text, or to stdout as one JSON object with ``--json``. Every
 report ends with the command that produced it. MB means 10^6 bytes.
@@ -52,7 +55,8 @@ MB = 1_000_000
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("perf", help="benchmarks: produce, consume, latency, crc, commits, heartbeats, rebalance, "
-                                              "consumer-api, e2e, producer-api, commit-modes, rebalance-modes",
+                                              "consumer-api, e2e, producer-api, commit-modes, rebalance-modes, "
+                                              "connections, partitions, scrub",
                               description="Benchmarks. Each prints its figures and the command that produced them.")
     kinds = p.add_subparsers(dest="benchmark", metavar="BENCHMARK", required=True)
 
@@ -107,6 +111,10 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     from rill.client.cli import perf_modes  # it imports this module too
 
     perf_modes.add_parsers(kinds)
+
+    from rill.client.cli import perf_broker_limits  # it imports this module too
+
+    perf_broker_limits.add_parsers(kinds)
 
 
 def _common(parser: argparse.ArgumentParser) -> None:

@@ -72,7 +72,8 @@ def test_a_full_disk_refuses_whole_batches_and_the_stop_is_clean(small_disk: Pat
     ballast.unlink()
     again = BrokerProcess(data).start()
     try:
-        assert [e for e in again.events() if e.get("event") == "recovery.scanned"]  # the failed partition is recovered
+        [recovered] = [e for e in again.events() if e.get("event") == "recovery.completed"]
+        assert recovered["partitions"] == 1  # the failed partition, and only it, is recovered
         with SimpleConsumer("127.0.0.1", again.port) as client:
             offset, values = 0, []
             while offset < client.latest_offset("full", 0):

@@ -38,9 +38,9 @@ def _written(tmp_path, count: int = 100) -> tuple[list[int], list[bytes]]:
     return offsets, values
 
 
-def _read_all(log) -> list[tuple[int, bytes]]:
-    """Every message a reader gets from the start, skipping nothing (stops at an error)."""
-    out, offset = [], log.start_offset
+def _read_all(log, offset: int | None = None) -> list[tuple[int, bytes]]:
+    """Every message a reader gets from ``offset`` (the log start) on, skipping nothing (stops at an error)."""
+    out, offset = [], log.start_offset if offset is None else offset
     while offset < log.end_offset:
         piece = log.read(offset, 100_000)
         messages, _ = decode_message_set(os.pread(piece.file.fileno(), piece.length, piece.position),
@@ -68,19 +68,8 @@ def test_a_flipped_byte_is_never_served_and_its_offset_is_refused(tmp_path):
         assert path in str(caught.value) and "CRC mismatch" in str(caught.value)
         assert caught.value.resume_offset == offsets[11]
     assert [c.start for c in found] == [offsets[10]]
-    assert _read_all_after(log, offsets[11]) == list(zip(offsets[11:], values[11:]))
+    assert _read_all(log, offsets[11]) == list(zip(offsets[11:], values[11:]))
     manager.close()
-
-
-def _read_all_after(log, offset):
-    out = []
-    while offset < log.end_offset:
-        piece = log.read(offset, 100_000)
-        messages, _ = decode_message_set(os.pread(piece.file.fileno(), piece.length, piece.position),
-                                         base_offset=offset)
-        out += [(m.offset, m.value) for m in messages]
-        offset = piece.next_offset
-    return out
 
 
 def test_reads_check_at_most_a_budget_of_unverified_bytes(tmp_path, monkeypatch):
@@ -201,6 +190,18 @@ def test_cut_ends_the_partition_at_the_first_corrupt_byte(tmp_path):
     assert log.end_offset == offsets[10] and _read_all(log) == list(zip(offsets[:10], values[:10]))
     assert len(glob.glob(os.path.join(tmp_path, "t-0", "*.corrupt-*"))) >= 2  # the segment's tail and later segments
     manager.close()
+
+
+def test_appends_extend_one_range_that_reads_see_with_the_others():
+    """Appends extend the tail range in place; a read spanning it and an older verified range is covered."""
+    integrity = SegmentIntegrity()
+    integrity.add_verified(0, 100)
+    for start in range(100, 1000, 100):
+        integrity.extend_tail(start, start + 100)
+    assert (integrity.tail_start, integrity.tail_end) == (100, 1000) and integrity.verified == ((0, 100),)
+    assert integrity.covers(50, 950) and integrity.verified_end(50) == 1000
+    integrity.extend_tail(2000, 2100)  # not contiguous (after a roll or a cut): the old tail is folded in
+    assert integrity.verified == ((0, 1000),) and integrity.covers(2000, 2100) and not integrity.covers(900, 2050)
 
 
 def test_integrity_ranges_merge_and_forget():

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from rill.broker.log import LogConfig, LogManager, files
+from rill.broker.log import LogConfig, LogManager, batch_sync, files
 from rill.client.errors import (InvalidPartitions, InvalidRequest, InvalidTopic, StorageError, UnknownTopic,
                                 WrongPartition)
 from rill.client.protocol.messages import encode_message_set
@@ -135,7 +135,11 @@ def test_a_log_that_fails_at_close_is_named_in_the_marker_and_recovered(tmp_path
             raise OSError(5, "Input/output error")
         real_fsync(fd)
 
+    def syncfs(path):  # the write-back error shows in the file system's sync, then in that file's own fsync
+        raise OSError(5, "Input/output error", path)
+
     monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(batch_sync, "sync_filesystem", syncfs)
     assert manager.close() == ["t-0"]
     monkeypatch.undo()
     with open(os.path.join(data, files.CLEAN_SHUTDOWN_MARKER)) as f:

@@ -50,9 +50,9 @@ def test_cache_holds_at_most_max_open_files(tmp_path):
     assert cache.opened == opened + 1
 
 
-def test_unsynced_segments_are_never_evicted(tmp_path):
-    """A segment with bytes not yet fsynced keeps its descriptor (the one that wrote them) until a flush."""
-    cache = OpenFiles(max_open=2)
+def test_unsynced_segments_are_evicted_last(tmp_path):
+    """A segment with bytes not yet fsynced keeps its descriptor while synced files can be closed instead."""
+    cache = OpenFiles(max_open=4)
     dirty = _segments(tmp_path, 1, cache)[0]
     dirty.append(encode_message_set([b"not yet synced"]), [], 0)
     first = dirty.file
@@ -113,6 +113,26 @@ def test_a_broker_with_many_partitions_keeps_descriptors_bounded(tmp_path):
     assert peak <= 32 + 4
     manager.close()
     assert _fds() <= before
+
+
+def test_a_write_flood_over_more_partitions_than_files_stays_within_the_bound(tmp_path):
+    """Appends to 300 partitions with no flush in between use at most about 32 descriptors; a flush then syncs all."""
+    before = _fds()
+    manager = LogManager(str(tmp_path), LogConfig(flush_interval_messages=10**9, flush_interval_ms=3_600_000),
+                         open_files=OpenFiles(32))
+    manager.create_topic("flood", 300)
+    peak = 0
+    for p in range(300):
+        manager.get("flood", p).append(encode_message_set([b"x%d" % p]))
+        peak = max(peak, _fds() - before)
+    assert peak <= 32 + 4
+    manager.flush_all()
+    assert all(log.flushed_offset == log.end_offset > 0 for log in manager.logs())
+    manager.close()
+    again = LogManager(str(tmp_path), LogConfig())
+    assert [again.get("flood", p).end_offset for p in (0, 299)] == [len(encode_message_set([b"x0"])),
+                                                                     len(encode_message_set([b"x299"]))]
+    again.close()
 
 
 def test_a_file_that_cannot_be_opened_fails_that_call_only(tmp_path, monkeypatch):
