@@ -87,6 +87,10 @@ def _run(entry: _Entry) -> None:
         _logger.exception("timer.callback_failed", callback=repr(entry.callback))
 
 
+MAX_WAIT_S = 3600.0
+"""The longest single wait of a ThreadTimer (it waits again if nothing is due yet)."""
+
+
 class ThreadTimer:
     """A :class:`Timer` served by one daemon thread (started on construction).
 
@@ -139,7 +143,7 @@ class ThreadTimer:
             wait = self._heap[0].due - time.monotonic()
             if wait <= 0:
                 return heapq.heappop(self._heap)
-            self._cond.wait(wait)
+            self._cond.wait(min(wait, MAX_WAIT_S))  # a far deadline (an old, huge timeout) must not overflow
         return None
 
     def _loop(self) -> None:

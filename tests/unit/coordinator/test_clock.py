@@ -46,3 +46,16 @@ def test_thread_timer_runs_and_cancels_on_one_thread() -> None:
     timer.stop()
     assert threads == ["rill-coordinator-timer"]
     assert timer.clock.time() > 1e9
+
+
+def test_thread_timer_survives_an_absurdly_distant_deadline():
+    """A callback 2^62 ms away (a rebalance timeout replayed from an old log) does not stop the thread serving the others."""
+    import threading
+
+    timer = ThreadTimer()
+    done = threading.Event()
+    timer.schedule(2**62 / 1000, lambda: None)
+    threading.Event().wait(0.2)  # the thread is now waiting for that deadline
+    timer.schedule(0.05, done.set)
+    assert done.wait(5)
+    timer.stop()
