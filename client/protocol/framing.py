@@ -28,7 +28,9 @@ class FrameTooLarge(DecodeError):
     """A frame whose size field is over the limit (or not positive)."""
 
 
-DIRECT_BODY_BYTES = 64 * 1024
+RESERVED_BODY_BYTES = 64 * 1024
+"""Bodies larger than this ask ``reserve`` for their size before they are buffered."""
+DIRECT_BODY_BYTES = 1024 * 1024
 """Bodies larger than this get a buffer of their own (received straight into it, never copied twice)."""
 
 
@@ -39,28 +41,31 @@ class FrameDecoder:
     complete body (without its size field) or ``None``. Raises :class:`FrameTooLarge`
     as soon as a size field is read that is <= 0 or > ``max_frame_size``.
 
-    Memory: small bodies are cut from one small buffer, which is dropped whenever it
+    Memory: bodies are cut from one small buffer, which is dropped whenever it
     empties, so an idle decoder holds a few dozen bytes. A body larger than
-    ``direct_bytes`` gets a buffer of exactly its size, which the caller may fill
-    straight from the socket (:meth:`body_target`, :meth:`commit`); the frame is then
-    handed out without a copy. Before allocating that buffer the decoder asks
-    ``reserve(size)``; when it says no, :meth:`next_frame` returns ``None`` and
-    :attr:`waiting_for_memory` holds the size until a later call is granted it. The
-    caller gives reserved bytes back (:meth:`take_reservation` after each frame,
-    :meth:`release_all` when the connection goes).
+    ``direct_bytes`` gets a buffer of exactly its size instead, which the caller may
+    fill straight from the socket (:meth:`body_target`, :meth:`commit`); the frame is
+    then handed out without a copy. Before buffering a body larger than
+    ``reserved_bytes`` the decoder asks ``reserve(size)``; when it says no,
+    :meth:`next_frame` returns ``None`` and :attr:`waiting_for_memory` holds the size
+    until a later call is granted it. The caller gives reserved bytes back
+    (:meth:`take_reservation` after each frame, :meth:`release_all` when the
+    connection goes).
     """
 
     def __init__(self, max_frame_size: int, *, direct_bytes: int = DIRECT_BODY_BYTES,
-                 reserve: Callable[[int], bool] | None = None) -> None:
+                 reserved_bytes: int = RESERVED_BODY_BYTES, reserve: Callable[[int], bool] | None = None) -> None:
         self.max_frame_size = max_frame_size
         self.direct_bytes = direct_bytes
+        self.reserved_bytes = reserved_bytes
         self._reserve = reserve
         self._buf = bytearray()
         self._pos = 0
         self._need: int | None = None
         self._body: bytearray | None = None
         self._filled = 0
-        self._reserved = 0  # bytes reserved for the body being received
+        self._reserved = 0  # bytes reserved for the body being received into a buffer of its own
+        self._gathering = 0  # bytes reserved for the body being gathered in the small buffer
         self._delivered = 0  # bytes reserved for the frame last returned
         self.waiting_for_memory = 0
 
@@ -76,8 +81,8 @@ class FrameDecoder:
         return self._need is not None or self._pos < len(self._buf)
 
     def receiving_body(self) -> bool:
-        """Whether a large body is being received (its first bytes arrived and more are due)."""
-        return self._body is not None
+        """Whether a body holding reserved memory is being received (its size arrived, more bytes are due)."""
+        return self._body is not None or self._gathering > 0
 
     def body_target(self) -> memoryview | None:
         """Where to receive the rest of a large body directly, or None (then :meth:`feed`)."""
@@ -102,22 +107,27 @@ class FrameDecoder:
                 raise FrameTooLarge(f"frame size {size} outside 1..{self.max_frame_size}")
             self._pos += 4
             self._need = size
-        if self._need > self.direct_bytes:
-            return self._start_body(self._need)
-        if len(buf) - self._pos < self._need:
+        need = self._need
+        if need > self.reserved_bytes and not self._gathering:
+            if self._reserve is not None and not self._reserve(need):
+                self.waiting_for_memory = need
+                return None
+            self.waiting_for_memory = 0
+            self._gathering = need  # reserved once, whatever the calls until it is whole
+        whole = len(buf) - self._pos >= need
+        if not whole:
+            if need > self.direct_bytes:  # a buffer of its own, filled straight from the socket
+                return self._start_body(need)
             self._compact()
             return None
+        self._delivered, self._gathering = self._gathering, 0
         start = self._pos
-        self._pos += self._need
+        self._pos += need
         self._need = None
         return memoryview(bytes(buf[start:self._pos]))
 
     def _start_body(self, size: int) -> memoryview | None:
-        if self._reserve is not None and not self._reserve(size):
-            self.waiting_for_memory = size
-            return None
-        self.waiting_for_memory = 0
-        self._reserved = size
+        self._reserved, self._gathering = self._gathering, 0
         self._body = bytearray(size)
         self._filled = 0
         return self._continue_body()
@@ -145,8 +155,8 @@ class FrameDecoder:
 
     def release_all(self) -> int:
         """Drop what is buffered; return the reserved bytes held (for a connection that goes away)."""
-        held = self._reserved + self._delivered
-        self._reserved = self._delivered = 0
+        held = self._reserved + self._delivered + self._gathering
+        self._reserved = self._delivered = self._gathering = 0
         self._body, self._buf, self._pos, self._need, self._filled = None, bytearray(), 0, None, 0
         self.waiting_for_memory = 0
         return held

@@ -25,10 +25,23 @@ def test_an_idle_decoder_keeps_no_buffer():
     assert len(decoder._buf) == 0 and decoder._buf.__alloc__() < 64 and not decoder.in_frame()
 
 
-def test_a_large_body_is_received_in_place_after_reserving_its_size():
-    """A body over 64 KiB reserves its size, gets a buffer of exactly that size and is filled straight from the socket."""
+def test_a_body_over_64_kib_reserves_its_size_once_while_it_gathers():
+    """A body over 64 KiB (and under the direct size) reserves once when its size arrives, then gathers as usual."""
     asked: list[int] = []
     decoder = FrameDecoder(1 << 30, reserve=lambda size: asked.append(size) or True)
+    body = b"g" * 100_000
+    data = _frame(body)
+    for start in range(0, len(data), 30_000):
+        decoder.feed(data[start:start + 30_000])
+        frame = decoder.next_frame()
+    assert bytes(frame) == body and asked == [100_000]
+    assert decoder.take_reservation() == 100_000 and decoder.body_target() is None
+
+
+def test_a_very_large_body_is_received_in_place_after_reserving_its_size():
+    """A body over the direct size reserves its size, gets a buffer of exactly that size and is filled from the socket."""
+    asked: list[int] = []
+    decoder = FrameDecoder(1 << 30, direct_bytes=64 * 1024, reserve=lambda size: asked.append(size) or True)
     body = bytes(range(256)) * 1024
     data = _frame(body)
     decoder.feed(data[:1000])
