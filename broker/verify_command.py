@@ -16,7 +16,7 @@ from typing import TextIO
 
 from rill.broker.config import BrokerConfig
 from rill.broker.log import repair
-from rill.broker.log.manager import lock_directory
+from rill.broker.log.loading import lock_directory
 from rill.broker.log.verify import Finding, Report, verify_data_dir
 from rill.broker.startup_errors import describe_os_error
 from rill.client.errors import StorageError

@@ -35,65 +35,23 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any, NamedTuple
+from collections.abc import Callable
+from typing import Any
 
 import structlog
 
-from rill.broker.log import files, times
+from rill.broker.log import files, reads, times
 from rill.broker.log.config import MAX_SEGMENT_BYTES, Clock, LogConfig
-from rill.broker.log.integrity import (VERIFY_BUDGET, CorruptDataError, CorruptRange, corrupt_range_at,
-                                       verify_messages)
-from rill.broker.log.open_files import UNBOUNDED, OpenFiles, SegmentFile
+from rill.broker.log.integrity import CorruptRange
+from rill.broker.log.open_files import UNBOUNDED, OpenFiles
 from rill.broker.log.recovery import RecoveryReport, open_segments
+from rill.broker.log.results import AppendInfo, FileSlice, FlushToken
 from rill.broker.log.segment import Segment
 from rill.broker.log.segments import SegmentList
-from rill.broker.log.times import EARLIEST_TIME, LATEST_TIME
 from rill.broker.log.waiters import Callback, ErrorCallback, FlushWaiters
-from rill.client.errors import (InvalidFetchSize, InvalidMessage, InvalidOffset, MessageTooLarge,
-                                OffsetOutOfRange, StorageError)
+from rill.client.errors import InvalidMessage, MessageTooLarge, StorageError
 from rill.client.protocol.messages import SCAN_ERROR_NAMES, SCAN_TOO_LARGE, scan
 
-
-
-@dataclass(frozen=True, slots=True)
-class FileSlice:
-    """A byte range of a segment file, to be sent with ``os.sendfile`` (never copied).
-
-    Attributes:
-        file: the open segment file (its descriptor stays open while this slice lives);
-            None for an empty slice, which needs no descriptor.
-        position: where the range starts inside the file.
-        length: bytes in the range (0 at the log end).
-        offset: the log offset of the first byte.
-        next_offset: ``offset + length``: where the next fetch starts. It is a message
-            boundary unless the slice is a partial message (a message larger than the
-            fetch size: the client sees an incomplete message and can retry larger).
-    """
-
-    file: SegmentFile | None
-    position: int
-    length: int
-    offset: int
-    next_offset: int
-
-
-class FlushToken(NamedTuple):
-    """What one half-done batched flush covers (see :meth:`Log.begin_flush`)."""
-
-    messages: int
-    end: int
-    segments: list[tuple[Segment, int]]
-
-
-class AppendInfo(NamedTuple):
-    """Where an appended set went: offsets ``first_offset .. next_offset``, ``count`` messages."""
-
-    first_offset: int
-    next_offset: int
-    count: int  # type: ignore[assignment]  # shadows tuple.count
 
 
 class Log:
@@ -131,6 +89,7 @@ class Log:
         """Whether the flusher knows this log has unflushed data (set here, cleared by the flusher)."""
         self.on_corruption: Callable[[Log, CorruptRange], object] | None = None
         """Called (from the thread that found it) with each newly found corrupt range: the repair hook."""
+        self._read_context = reads.ReadContext(topic, partition, config.max_message_size, self.found_corrupt, logger)
 
     @classmethod
     def open(cls, data_dir: str, topic: str, partition: int, config: LogConfig, clock: Clock = time, *,
@@ -299,84 +258,16 @@ class Log:
     # -- read ----------------------------------------------------------------------------
 
     def read(self, offset: int, max_size: int) -> FileSlice:
-        """Return the bytes from ``offset`` (at most ``max_size``) as a slice of one segment.
-
-        The slice ends on the last message boundary <= ``offset + max_size`` when at
-        least one whole message fits; otherwise it is the first ``max_size`` bytes of
-        the message at ``offset`` (Kafka 0.7: the client sees a partial message and
-        retries with a larger size). At ``end_offset`` the slice is empty.
-
-        Only checked bytes are served (integrity.py): bytes nobody checked since the log
-        was opened are checked first, so the slice may end early at a message boundary
-        (before a corrupt message, or after ``VERIFY_BUDGET`` bytes).
+        """The bytes from ``offset`` (at most ``max_size``) as a slice of one segment: see :func:`reads.read_slice`.
 
         Raises:
-            OffsetOutOfRange: ``offset`` is before the log start or after its end.
-            CorruptDataError: the data at ``offset`` failed its check on disk (code 2).
-            InvalidOffset: no message starts at ``offset``.
-            InvalidFetchSize: ``max_size`` is negative.
-            StorageError: the log is closed.
+            As :func:`reads.read_slice`, and StorageError when the log is closed.
         """
         end = self._end_offset  # read before the view: the view then covers `end`
         view = self._view
         if self._closed:
             raise self._unavailable()
-        if max_size < 0:
-            raise InvalidFetchSize(f"{self.topic}-{self.partition}: negative fetch size {max_size}")
-        if offset == end or max_size == 0:
-            if view.start_offset <= offset <= end:
-                return self._empty_slice(view, offset)
-        if offset < view.start_offset or offset > end:
-            raise OffsetOutOfRange(f"{self.topic}-{self.partition}: offset {offset} is out of range: "
-                                   f"log start {view.start_offset}, end {end}")
-        segment = view.find(offset)
-        position = offset - segment.base_offset
-        limit = min(segment.size, end - segment.base_offset)
-        with self._storage_access(segment):
-            known = segment.integrity.corrupt_in(position, position + 1)
-            if known is not None:
-                raise self._corrupt(segment, known[0], known[1], segment.integrity.reasons.get(known[0], ""))
-            if position >= limit or not segment.is_boundary(position):
-                raise InvalidOffset(f"{self.topic}-{self.partition}: offset {offset} is not a message boundary")
-            stop = position + max_size
-            if stop < limit:
-                boundary = segment.find_boundary_at_or_before(stop, position)
-                stop = boundary if boundary > position else stop
-            else:
-                stop = limit
-            stop = self._verified_stop(segment, position, stop)
-            return FileSlice(segment.file, position, stop - position, offset, offset + stop - position)
-
-    def _verified_stop(self, segment: Segment, position: int, stop: int) -> int:
-        """Where a read of ``[position, stop)`` may end so that it serves only checked bytes.
-
-        Unchecked bytes are checked first (at most ``VERIFY_BUDGET`` per read, so a
-        read may end early at a message boundary). A corrupt range ends the read
-        before it, or, when the read starts there, raises.
-
-        Raises:
-            CorruptDataError: the message at ``position`` failed its check.
-        """
-        integrity = segment.integrity
-        if integrity.covers(position, stop):
-            return stop
-        bad = integrity.corrupt_in(position, stop)
-        if bad is not None:
-            stop = bad[0]
-            if integrity.covers(position, stop):
-                return stop
-        begin = integrity.verified_end(position)
-        file = segment.file
-        valid_end, reason = verify_messages(file.fileno(), begin, min(stop, begin + VERIFY_BUDGET), segment.size,
-                                            self._max_message_size)
-        integrity.add_verified(begin, valid_end)
-        if reason:
-            corrupt_end = corrupt_range_at(file.fileno(), valid_end, segment.size, self._max_message_size)
-            error = self._corrupt(segment, valid_end, corrupt_end, reason)
-            self.found_corrupt(error.corrupt)
-            if valid_end <= position:
-                raise error
-        return min(stop, valid_end)
+        return reads.read_slice(view, end, offset, max_size, self._read_context)
 
     def found_corrupt(self, corrupt: CorruptRange) -> None:
         """Record a corrupt range (reads refuse it from now on), log it, and tell the ``on_corruption`` hook."""
@@ -391,43 +282,21 @@ class Log:
         if self.on_corruption is not None:
             self.on_corruption(self, corrupt)
 
-    def _corrupt(self, segment: Segment, start: int, end: int, reason: str) -> CorruptDataError:
-        return CorruptDataError(self.topic, self.partition,
-                                CorruptRange(segment.path, segment.base_offset, start, end, reason))
-
-    def _empty_slice(self, view: SegmentList, offset: int) -> FileSlice:
-        segment = view.find(offset)
-        with self._storage_access(segment):
-            if offset != self._end_offset and not segment.is_boundary(offset - segment.base_offset):
-                raise InvalidOffset(f"{self.topic}-{self.partition}: offset {offset} is not a message boundary")
-            return FileSlice(None, offset - segment.base_offset, 0, offset, offset)
-
-    @contextmanager
-    def _storage_access(self, segment: Segment | None = None) -> Iterator[None]:
-        """Turn an OSError of a read (a file that cannot be opened or read) into a retriable StorageError."""
-        try:
-            yield
-        except OSError as exc:
-            where = exc.filename or (segment.path if segment is not None else self.directory)
-            self._logger.warning("log.read_failed", file=where, error=exc.strerror or str(exc))
-            raise StorageError(f"{self.topic}-{self.partition}: cannot read {where}: {exc.strerror or exc} "
-                               f"(retriable)") from exc
-
     # -- append times (times.py) ------------------------------------------------------------
 
     def append_time_ms(self, offset: int) -> int | None:
         """When the message at ``offset`` was appended (ms), see :func:`times.append_time_ms`."""
-        with self._storage_access():
+        with reads.storage_access(self._read_context):
             return times.append_time_ms(self._view, self._end_offset, offset)
 
     def offsets_before(self, time_ms: int, max_number: int) -> list[int]:
         """Offsets appended before ``time_ms``, newest first: see :func:`times.offsets_before`."""
-        with self._storage_access():
+        with reads.storage_access(self._read_context):
             return times.offsets_before(self._view, self._end_offset, self._last_append_ms, time_ms, max_number)
 
     def time_entries(self, offset: int, max_entries: int) -> list[tuple[int, int]]:
         """Index entries (offset, append time) from ``offset``'s floor: see :func:`times.time_entries`."""
-        with self._storage_access():
+        with reads.storage_access(self._read_context):
             return times.time_entries(self._view, self._end_offset, offset, max_entries)
 
     # -- flush -----------------------------------------------------------------------------

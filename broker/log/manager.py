@@ -43,7 +43,6 @@ published a new topic: they should only post work elsewhere.
 
 from __future__ import annotations
 
-import fcntl
 import gc
 import os
 import threading
@@ -54,7 +53,7 @@ from types import MappingProxyType
 
 import structlog
 
-from rill.broker.log import batch_sync, checkpoint, creator, files
+from rill.broker.log import batch_sync, checkpoint, creator, files, loading
 from rill.broker.log.config import Clock, LogConfig
 from rill.broker.log.flusher import Flusher
 from rill.broker.log.integrity import CorruptRange
@@ -66,7 +65,6 @@ from rill.client.errors import (InvalidPartitions, InvalidRequest, InvalidTopic,
                                 UnknownTopic, WrongPartition)
 from rill.client.topics import is_valid_topic, validate_topic
 
-LOCK_FILE = ".lock"
 FREEZE_EVERY = 1000  # logs opened between two gc.freeze() calls
 BATCH_SYNC_MIN = 64  # logs due at once from which one syncfs replaces an fsync each
 IDLE_FILES_CHECK_S = 5.0
@@ -118,9 +116,9 @@ class LogManager:
         self.on_corruption: list[Callable[[Log, CorruptRange], object]] = []
         """Called with each corrupt range a read or the scrubber finds (the hook for repair from a replica)."""
         os.makedirs(self.data_dir, exist_ok=True)
-        self._lock_fd = lock_directory(self.data_dir)
+        self._lock_fd = loading.lock_directory(self.data_dir)
         try:
-            self.clean_start, self._must_recover = _take_clean_marker(self.data_dir)
+            self.clean_start, self._must_recover = loading.take_clean_marker(self.data_dir)
             self._load_all()
         except BaseException:
             for log in self.logs():
@@ -132,80 +130,23 @@ class LogManager:
     # -- start-up ------------------------------------------------------------------------
 
     def _load_all(self) -> None:
-        found: dict[str, dict[int, str]] = {}
-        names = []
-        with os.scandir(self.data_dir) as entries:
-            for entry in entries:
-                names.append(entry.name)
-                parsed = files.parse_partition_dir_name(entry.name)
-                if parsed is None or not entry.is_dir(follow_symlinks=False):
-                    if not entry.name.startswith(".") and entry.name != checkpoint.CHECKPOINT_FILE:
-                        _logger.warning("logs.unexpected_entry", name=entry.name, data_dir=self.data_dir)
-                    continue
-                found.setdefault(parsed[0], {})[parsed[1]] = entry.path
-        for topic in creator.incomplete_topics(names):
-            if creator.remove_incomplete(self.data_dir, topic, sorted(found.get(topic, {}).values())):
-                found.pop(topic, None)
+        found = loading.partition_directories(self.data_dir)
         points = None if self.clean_start else checkpoint.read_checkpoint(self.data_dir)
         if found and not self.clean_start:
             _logger.warning("recovery.unclean_shutdown", data_dir=self.data_dir,
                             detail="no clean-shutdown marker: recovering every log from its recovery point")
         started = time.monotonic()
         for topic in sorted(found):
-            self._publish(topic, self._load_topic(topic, found[topic], points))
-        self._sync_recovered()
-        reports = [log.recovery_report for log in self._logs.values() if log.recovery_report.segments_scanned]
-        if reports:
-            _logger.info("recovery.completed", partitions=len(reports), segments=sum(r.segments_scanned for r in reports),
-                         bytes_scanned=sum(r.bytes_scanned for r in reports),
-                         bytes_truncated=sum(r.bytes_truncated for r in reports),
-                         corrupt_ranges=sum(r.corrupt_ranges for r in reports),
-                         seconds=round(time.monotonic() - started, 3))
+            self._publish(topic, [self._opened(log) for log in loading.load_topic(
+                topic, found[topic], self.data_dir, self.config, self.clock, open_files=self.open_files,
+                clean_start=self.clean_start, must_recover=self._must_recover, points=points,
+                truncate_corrupt=self._truncate_corrupt)])
+        loading.sync_recovered(self.logs(), self.data_dir)
+        loading.report_recovery(self.logs(), time.monotonic() - started)
         if self._logs and (not self.clean_start or self._must_recover):
             self.write_checkpoint()  # recovery synced what it kept: a crash now need not scan it again
         _logger.info("logs.loaded", data_dir=self.data_dir, topics=len(self._topics), partitions=len(self._logs),
                      clean_start=self.clean_start, open_files=len(self.open_files))
-
-    def _load_topic(self, topic: str, directories: dict[int, str],
-                    points: checkpoint.RecoveryPoints | None) -> list[Log]:
-        count = max(directories) + 1
-        if len(directories) != count:
-            _logger.warning("logs.missing_partitions", topic=topic, missing=sorted(set(range(count)) - set(directories)))
-        logs = []
-        for partition in range(count):
-            directory = directories.get(partition)
-            if directory is None:  # recreated empty, as before
-                logs.append(self._opened(Log.open(self.data_dir, topic, partition, self.config, self.clock,
-                                                  clean=True, open_files=self.open_files)))
-                continue
-            clean = self.clean_start and (topic, partition) not in self._must_recover
-            point = 0
-            if not clean:
-                point = points.get((topic, partition), 0) if points is not None else files.read_recovery_point(directory)
-            logs.append(self._opened(Log.load(directory, topic, partition, self.config, self.clock, clean=clean,
-                                              truncate_corrupt=self._truncate_corrupt, recovery_point=point,
-                                              open_files=self.open_files, sync=False)))
-        return logs
-
-    def _sync_recovered(self) -> None:
-        """Make what recovery kept durable before anything is served: one syncfs for every scanned log.
-
-        Raises:
-            OSError: syncing failed, also one segment at a time (the start is refused, naming the file).
-        """
-        unsynced = [segment for log in self._logs.values() for segment in log.recovery_report.unsynced]
-        if not unsynced:
-            return
-        try:
-            batch_sync.sync_filesystem(self.data_dir)
-        except OSError as exc:
-            _logger.warning("recovery.batch_sync_failed", error=exc.strerror or str(exc),
-                            detail="syncing the recovered segments one by one")
-            for segment in unsynced:
-                segment.flush()
-            return
-        for segment in unsynced:
-            segment.synced_by_others(segment.size)
 
     def _opened(self, log: Log) -> Log:
         self._opened_count += 1
@@ -517,40 +458,3 @@ def _wait(future: Future[int], timeout: float | None) -> int:
         return future.result(timeout)
     except OSError as exc:
         raise StorageError(f"creating the topic failed: {exc.strerror or exc}: {exc.filename}") from exc
-
-
-def lock_directory(data_dir: str) -> int:
-    """Take the data directory's exclusive lock (one process per directory); return its descriptor.
-
-    Raises:
-        StorageError: another process holds it.
-    """
-    fd = os.open(os.path.join(data_dir, LOCK_FILE), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as exc:
-        os.close(fd)
-        raise StorageError(f"data directory {data_dir} is in use by another process") from exc
-    return fd
-
-
-def _take_clean_marker(data_dir: str) -> tuple[bool, set[tuple[str, int]]]:
-    """Remove the clean-shutdown marker (fsynced); return whether it was there and the partitions it names.
-
-    The marker lists, one ``topic partition`` per line, partitions that had failed:
-    they are recovered although the shutdown was clean.
-    """
-    marker = os.path.join(data_dir, files.CLEAN_SHUTDOWN_MARKER)
-    try:
-        with open(marker, "rb") as f:
-            text = f.read(1 << 20)
-    except FileNotFoundError:
-        return False, set()
-    failed = set()
-    for line in text.decode("ascii", "replace").splitlines():
-        parts = line.split()
-        if len(parts) == 2 and parts[1].isdigit():
-            failed.add((parts[0], int(parts[1])))
-    os.unlink(marker)
-    files.fsync_dir(data_dir)
-    return True, failed

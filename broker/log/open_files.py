@@ -18,10 +18,10 @@ it is done (so the count can exceed ``max_open`` by the slices in flight).
 :meth:`OpenFiles.close_idle` closes files unused for ``idle_ms``
 (``log.open.files.idle.ms``), so a quiet broker holds few descriptors.
 
-Thread-safety: every method may be called from any thread. A hit takes no lock (each
-dictionary operation is atomic under the GIL; a concurrent eviction only means the
-caller holds the last reference); opening and evicting take one short lock, and files
-are opened outside it.
+Thread-safety: every method may be called from any thread. A hit takes no lock (it
+reads the segment's ``open_log`` slot; a concurrent eviction only means the caller
+holds the last reference); opening and evicting take one short lock, and files are
+opened outside it.
 """
 
 from __future__ import annotations
@@ -53,9 +53,16 @@ class SegmentFile(io.FileIO):
 
 
 class CachedSegment(Protocol):
-    """What the cache needs of a segment: where its files are, and whether it must stay open."""
+    """What the cache needs of a segment: its files, whether it must stay open, and two slots of its own.
+
+    ``open_log`` is the segment's open ``.log`` file while the cache holds it (None
+    otherwise), so a hit is one attribute read (``Segment.file``); ``log_used`` is set
+    on every hit and cleared by the cache (the CLOCK algorithm's reference bit).
+    """
 
     path: str
+    open_log: SegmentFile | None
+    log_used: bool
 
     @property
     def index_path(self) -> str: ...
@@ -65,7 +72,13 @@ class CachedSegment(Protocol):
 
 
 class OpenFiles:
-    """At most ``max_open`` open segment files (soft: see the module docstring).
+    """At most ``max_open`` open segment files (see the module docstring).
+
+    Eviction is CLOCK, the usual approximation of least-recently-used: files sit in
+    a ring in the order they were opened; a file asked for since the hand last passed
+    gets a second chance (its ``log_used`` bit is cleared and it goes to the back), an
+    unsynced ``.log`` file goes to the back too, and the first other file is closed. A
+    hit therefore costs one attribute write instead of a reordering.
 
     Raises (constructor): ValueError when ``max_open`` < 2.
     """
@@ -78,8 +91,8 @@ class OpenFiles:
         self.idle_ms = idle_ms
         self._clock = clock
         self._lock = threading.Lock()
-        self._files: OrderedDict[tuple[CachedSegment, int], SegmentFile] = OrderedDict()  # least recently used first
-        self._used: dict[tuple[CachedSegment, int], float] = {}  # when each was last asked for
+        self._files: OrderedDict[tuple[CachedSegment, int], SegmentFile] = OrderedDict()  # the ring, hand at front
+        self._seen: dict[tuple[CachedSegment, int], float] = {}  # when each was last known to be used
         self.opened = 0
         """Files opened since start (a cache miss each): a gauge for tests and benchmarks."""
 
@@ -92,7 +105,11 @@ class OpenFiles:
         Raises:
             OSError: the file could not be opened (missing, permissions, out of descriptors).
         """
-        return self._get(segment, LOG_FILE)
+        found = segment.open_log
+        if found is not None:
+            segment.log_used = True
+            return found
+        return self._open(segment, LOG_FILE)
 
     def index_file(self, segment: CachedSegment) -> SegmentFile:
         """The open ``.index`` file of ``segment``, created empty if it does not exist.
@@ -100,19 +117,13 @@ class OpenFiles:
         Raises:
             OSError: the file could not be opened or created.
         """
-        return self._get(segment, INDEX_FILE)
-
-    def _get(self, segment: CachedSegment, kind: int) -> SegmentFile:
-        key = (segment, kind)
-        found = self._files.get(key)
-        if found is not None and not found.closed:  # the hot path: no lock (each dict operation is atomic)
-            self._used[key] = self._clock()
-            try:
-                self._files.move_to_end(key)
-            except KeyError:
-                pass  # evicted meanwhile by another thread: the caller's reference keeps it open
+        found = self._files.get((segment, INDEX_FILE))
+        if found is not None:
             return found
-        now = self._clock()
+        return self._open(segment, INDEX_FILE)
+
+    def _open(self, segment: CachedSegment, kind: int) -> SegmentFile:
+        key = (segment, kind)
         if kind == LOG_FILE:
             fd = os.open(segment.path, os.O_RDWR | os.O_CLOEXEC)
         else:
@@ -120,37 +131,44 @@ class OpenFiles:
         file = SegmentFile(fd, "r+")
         with self._lock:
             raced = self._files.get(key)
-            if raced is not None and not raced.closed:
+            if raced is not None:
                 file.close()  # another thread opened it meanwhile: keep one descriptor
                 return raced
             self._files[key] = file
-            self._used[key] = now
+            self._seen[key] = self._clock()
+            if kind == LOG_FILE:
+                segment.open_log, segment.log_used = file, True
             self.opened += 1
             self._evict(len(self._files) - self.max_open, key)
         return file
 
     def _evict(self, excess: int, keep: tuple[CachedSegment, int]) -> None:
-        """Drop ``excess`` least recently used entries other than ``keep``, synced ones first (lock held).
+        """Close ``excess`` files other than ``keep`` by CLOCK, synced ones first (lock held).
 
-        Looks at no more than ``EVICT_SCAN`` entries for a synced one, so an eviction
-        costs O(1) even when every file is unsynced (a write flood).
+        The hand looks at no more than ``EVICT_SCAN`` files for one to close, so an
+        eviction costs O(1) even when every file is in use or unsynced (a write flood).
         """
         checked = 0
         while excess > 0 and checked < EVICT_SCAN and self._files:
             key = next(iter(self._files))
             checked += 1
-            if key == keep or (key[1] == LOG_FILE and key[0].unsynced):
-                self._files.move_to_end(key)  # kept while anything else can go
+            segment, kind = key
+            if key == keep or (kind == LOG_FILE and (segment.log_used or segment.unsynced)):
+                if kind == LOG_FILE:
+                    segment.log_used = False  # a second chance
+                self._files.move_to_end(key)
                 continue
             self._drop(key)
             excess -= 1
-        if excess > 0:  # only unsynced files near the old end: the bound holds all the same
+        if excess > 0:  # only recently used or unsynced files near the hand: the bound holds all the same
             for key in list(islice((k for k in self._files if k != keep), excess)):
                 self._drop(key)
 
     def _drop(self, key: tuple[CachedSegment, int]) -> None:
-        self._files.pop(key, None)
-        self._used.pop(key, None)
+        """Forget one file (lock held); it closes when its last user lets go of it."""
+        if self._files.pop(key, None) is not None and key[1] == LOG_FILE:
+            key[0].open_log = None
+        self._seen.pop(key, None)
 
     def forget(self, segment: CachedSegment) -> None:
         """Drop ``segment``'s files from the cache (deleted or closed); users' references stay valid."""
@@ -159,26 +177,33 @@ class OpenFiles:
             self._drop((segment, INDEX_FILE))
 
     def close_idle(self) -> int:
-        """Drop files unused for ``idle_ms`` (unsynced log files are left for the flusher); return how many."""
-        cutoff = self._clock() - self.idle_ms / 1000
+        """Drop files unused for ``idle_ms`` (unsynced log files are left for the flusher); return how many.
+
+        A ``.log`` file used since the last call counts as used now (its bit is cleared).
+        """
+        now = self._clock()
+        cutoff = now - self.idle_ms / 1000
         with self._lock:
             stale = []
             for key in self._files:
-                if self._used.get(key, 0.0) >= cutoff:
-                    break  # ordered by last use: the rest are newer
-                if not (key[1] == LOG_FILE and key[0].unsynced):
+                segment, kind = key
+                if kind == LOG_FILE and segment.log_used:
+                    segment.log_used = False
+                    self._seen[key] = now
+                elif self._seen.get(key, now) < cutoff and not (kind == LOG_FILE and segment.unsynced):
                     stale.append(key)
             for key in stale:
                 self._drop(key)
-            for key in [k for k in self._used if k not in self._files]:
-                del self._used[key]  # a hit that raced an eviction left its time behind
         return len(stale)
 
     def close_all(self) -> None:
         """Close every cached file now (shutdown: no reader may hold a slice any more)."""
         with self._lock:
-            entries, self._files, self._used = list(self._files.values()), OrderedDict(), {}
-        for file in entries:
+            entries = list(self._files.items())
+            self._files, self._seen = OrderedDict(), {}
+        for (segment, kind), file in entries:
+            if kind == LOG_FILE:
+                segment.open_log = None
             file.close()
 
 

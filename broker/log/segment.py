@@ -60,7 +60,8 @@ class Segment:
     """A segment file plus its index. Not thread-safe beyond the module contract."""
 
     __slots__ = ("directory", "base_offset", "path", "index_interval", "size", "synced_size", "mtime_ms",
-                 "last_append_ms", "integrity", "_files", "_index", "_index_loader", "_index_unsynced")
+                 "last_append_ms", "integrity", "open_log", "log_used", "_files", "_index", "_index_loader",
+                 "_index_unsynced")
 
     def __init__(self, directory: str, base_offset: int, size: int, mtime_ms: int, index_interval: int,
                  open_files: OpenFiles | None = None, loader: IndexLoader = load_trusted_index) -> None:
@@ -76,6 +77,10 @@ class Segment:
         """Time of the last append (ms): set by appends, else the newer of mtime and the index."""
         self.integrity = SegmentIntegrity()
         """Ranges verified good or found corrupt since the log was opened (integrity.py)."""
+        self.open_log: SegmentFile | None = None
+        """The open ``.log`` file while the open-files cache holds it (the cache sets and clears it)."""
+        self.log_used = False
+        """Set on each use of ``open_log``; the cache clears it (its CLOCK reference bit)."""
         self._files = open_files if open_files is not None else OpenFiles(UNBOUNDED)
         self._index: SegmentIndex | None = None
         self._index_loader = loader
@@ -130,6 +135,10 @@ class Segment:
         Raises:
             OSError: the file could not be opened.
         """
+        found = self.open_log
+        if found is not None:  # the hot path: one read and one write of a slot
+            self.log_used = True
+            return found
         return self._files.log_file(self)
 
     @property
@@ -194,8 +203,13 @@ class Segment:
             raise
         if marks:
             (self._index if self._index is not None else self.index).add(marks, position, now_ms)
-        self.integrity.extend_tail(position, position + len(data))  # the caller scanned it
-        self.size = position + len(data)
+        end = position + len(data)
+        integrity = self.integrity
+        if integrity.tail_end == position:  # the caller scanned it: extend the verified range (inlined)
+            integrity.tail_end = end
+        else:
+            integrity.extend_tail(position, end)
+        self.size = end
         self.last_append_ms = now_ms
 
     def flush(self) -> None:

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from rill.broker.log import Flusher, Log, LogConfig, LogManager, files
+from rill.broker.log import Flusher, Log, LogConfig, LogManager
 from rill.broker.log.checkpoint import read_checkpoint
 from rill.client.errors import StorageError
 from rill.client.protocol.messages import encode_message_set

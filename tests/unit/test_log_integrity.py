@@ -74,7 +74,7 @@ def test_a_flipped_byte_is_never_served_and_its_offset_is_refused(tmp_path):
 
 def test_reads_check_at_most_a_budget_of_unverified_bytes(tmp_path, monkeypatch):
     """A read of a large unverified range is cut at the budget (whole messages), so one fetch never checks gigabytes."""
-    from rill.broker.log import log as log_module
+    from rill.broker.log import reads as log_module
 
     monkeypatch.setattr(log_module, "VERIFY_BUDGET", 1000)
     manager = LogManager(str(tmp_path), LogConfig())
@@ -92,7 +92,7 @@ def test_reads_check_at_most_a_budget_of_unverified_bytes(tmp_path, monkeypatch)
 
 def test_appended_bytes_need_no_second_check(tmp_path, monkeypatch):
     """What this broker appended (checked on the way in) is served without reading it again."""
-    from rill.broker.log import log as log_module
+    from rill.broker.log import reads as log_module
 
     calls: list[int] = []
     monkeypatch.setattr(log_module, "verify_messages", lambda *a: calls.append(1) or (0, ""))

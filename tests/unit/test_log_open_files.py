@@ -7,7 +7,7 @@ import os
 import pytest
 
 from rill.broker.log import Log, LogConfig, LogManager
-from rill.broker.log.open_files import OpenFiles
+from rill.broker.log.open_files import LOG_FILE, OpenFiles
 from rill.broker.log.segment import Segment
 from rill.client.protocol.messages import decode_message_set, encode_message_set
 
@@ -85,15 +85,15 @@ def test_an_evicted_file_stays_open_while_a_slice_uses_it(tmp_path):
 
 
 def test_idle_files_are_closed(tmp_path):
-    """close_idle drops files unused for idle_ms and keeps the recent ones."""
+    """close_idle drops files no sweep has seen used for idle_ms and keeps the ones used since."""
     clock = _Clock()
     cache = OpenFiles(max_open=100, idle_ms=1000, clock=clock)
     old, new = _segments(tmp_path, 2, cache)
-    old.file
+    cache.close_idle()  # both were just used
     clock.now += 2
     new.file
-    assert cache.close_idle() >= 1
-    assert [key[0] for key in cache._files] == [new]
+    assert cache.close_idle() == 3  # old's log and index files, and new's index (unused since its flush)
+    assert list(cache._files) == [(new, LOG_FILE)] and old.open_log is None and new.open_log is not None
 
 
 def test_a_broker_with_many_partitions_keeps_descriptors_bounded(tmp_path):
