@@ -53,6 +53,9 @@ KEYS: tuple[Key, ...] = (
     Key("log.retention.hours", float, 168.0, "Delete segments older than this; -1 keeps them forever."),
     Key("log.retention.bytes", int, -1, "Delete the oldest segments while a partition is larger; -1: no limit."),
     Key("log.retention.check.interval.ms", int, 300_000, "How often retention runs."),
+    Key("log.flush.offset.checkpoint.interval.ms", int, 60_000,
+        "How often the recovery-point checkpoint (what recovery after a crash may skip) is written, when something "
+        "was flushed since."),
     Key("log.index.interval.bytes", int, 4096, "Bytes between entries of the sparse offset/time index."),
     Key("log.index.interval.ms", int, 1000, "An append this long after the last index entry gets its own entry: "
         "append times (Spark's timestamp column, startingTimestamp, lag seconds) are precise to this."),
@@ -222,6 +225,7 @@ class BrokerConfig:
                 index_interval_bytes=v["log.index.interval.bytes"],
                 index_interval_ms=v["log.index.interval.ms"],
                 retention_check_interval_ms=v["log.retention.check.interval.ms"],
+                recovery_point_interval_ms=v["log.flush.offset.checkpoint.interval.ms"],
             )
         except (TypeError, ValueError) as exc:
             raise ConfigError(str(exc)) from exc

@@ -8,11 +8,11 @@ ready. Parts are ``bytes`` or file slices (objects with ``file``, ``position`` a
 ``length``), which go out with ``os.sendfile`` straight from the page cache.
 
 Memory: a connection owns no receive buffer. Reads go into the server's shared buffer
-and only the bytes of an incomplete small frame stay behind (dropped when it
-completes); a request over 64 KiB is received straight into a buffer of its own size,
-reserved beforehand from the broker's :class:`~rill.broker.request_memory.RequestMemory`
-and given back once the request is handled. An idle connection costs a socket, this
-object and a few dozen bytes.
+and only the bytes of an incomplete frame stay behind (dropped when it completes). A
+request over 64 KiB first reserves its size from the broker's
+:class:`~rill.broker.request_memory.RequestMemory` (given back once it is handled);
+one over 1 MiB is received straight into a buffer of exactly its size. An idle
+connection costs a socket, this object and a few dozen bytes.
 
 A handler that cannot serve a request yet (it needs a topic that is being created)
 raises :class:`Deferred`: the connection holds that frame, reads nothing more, and

@@ -56,7 +56,7 @@ MB = 1_000_000
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("perf", help="benchmarks: produce, consume, latency, crc, commits, heartbeats, rebalance, "
                                               "consumer-api, e2e, producer-api, commit-modes, rebalance-modes, "
-                                              "connections, partitions, scrub",
+                                              "connections, large-requests, partitions, scrub",
                               description="Benchmarks. Each prints its figures and the command that produced them.")
     kinds = p.add_subparsers(dest="benchmark", metavar="BENCHMARK", required=True)
 

@@ -6,6 +6,9 @@ what they measure:
 
 - ``connections``: broker RSS with N idle connections, and the round trip of a new
   client's METADATA (its own connection each time) while they are open.
+- ``large-requests``: broker RSS while N acknowledged produces of ``--mb`` MB each
+  arrive at once (bounded by ``queued.max.request.bytes``), and afterwards; another
+  client's round trip meanwhile.
 - ``partitions``: for N partitions (topics of ``--per-topic`` each), the time to create
   them and the worst wait of another client asking for a log end every 10 ms
   meanwhile; descriptors and RSS; the graceful stop; a clean start; and a start after
@@ -25,6 +28,7 @@ import os
 import shutil
 import socket
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -35,6 +39,8 @@ from typing import Any
 from rill.client.cli.common import info, positive_int
 from rill.client.cli.perf import report
 from rill.client.cli.spawned_broker import SpawnedBroker, raise_own_fd_limit
+from rill.client.protocol import requests as rq
+from rill.client.protocol.messages import encode_message_set
 from rill.client.simple import SimpleConsumer, SimpleProducer
 
 
@@ -51,6 +57,12 @@ def add_parsers(kinds: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     parts.add_argument("--per-topic", type=positive_int, default=10_000, help="partitions per topic (default: 10000)")
     _common(parts)
     parts.set_defaults(run=run_partitions)
+
+    large = kinds.add_parser("large-requests", help="broker RSS while several large produces arrive at once")
+    large.add_argument("--requests", type=positive_int, default=6, help="concurrent requests (default: 6)")
+    large.add_argument("--mb", type=positive_int, default=100, help="size of each request in MB (default: 100)")
+    _common(large)
+    large.set_defaults(run=run_large_requests)
 
     scrub = kinds.add_parser("scrub", help="scrubber speed, and ingest with the scrubber off and on")
     scrub.add_argument("--mb", type=positive_int, default=1000, help="data to scrub, in MB (default: 1000)")
@@ -123,6 +135,68 @@ def _metadata_ms(port: int, probes: int) -> list[float]:
             client.metadata()
         out.append((time.perf_counter() - start) * 1000)
     return out
+
+
+# ---------------------------------------------------------------- large requests
+
+
+def run_large_requests(args: argparse.Namespace) -> int:
+    root = _workdir(args)
+    broker = SpawnedBroker(os.path.join(root, "data"))
+    broker.start()
+    try:
+        time.sleep(0.5)
+        idle = broker.rss_mb()
+        payload = os.urandom(900_000)
+        frame = rq.encode_produce_ack([rq.ProduceRequest("large", 0, encode_message_set(
+            [payload] * max(1, args.mb * 1_000_000 // 900_010)))])
+        peak, done = [idle], threading.Event()
+
+        def sample() -> None:
+            while not done.is_set():
+                peak[0] = max(peak[0], broker.rss_mb())
+                time.sleep(0.005)
+
+        errors: list[int] = []
+        senders = [threading.Thread(target=_send_acked, args=(broker.port, frame, errors)) for _ in range(args.requests)]
+        probe, sampler = _Probe(broker.port), threading.Thread(target=sample)
+        probe.start()
+        sampler.start()
+        start = time.monotonic()
+        for thread in senders:
+            thread.start()
+        for thread in senders:
+            thread.join()
+        seconds = time.monotonic() - start
+        done.set()
+        probe.done.set()
+        sampler.join()
+        probe.join(60)
+        time.sleep(0.5)
+        after = broker.rss_mb()
+        broker.stop()
+    finally:
+        if broker.proc is not None and broker.proc.poll() is None:
+            broker.kill9()
+        shutil.rmtree(root, ignore_errors=True)
+    result = {"benchmark": "large-requests", "requests": args.requests, "request_bytes": len(frame),
+              "acknowledged": errors.count(0), "seconds": round(seconds, 2), "idle_rss_mb": round(idle, 1),
+              "peak_rss_added_mb": round(peak[0] - idle, 1), "rss_after_mb": round(after, 1),
+              "probe_p50_ms": round(statistics.median(probe.samples), 2), "probe_max_ms": round(max(probe.samples), 2)}
+    report(args, result, [
+        f"  {args.requests} concurrent requests of {len(frame):,} bytes: {result['acknowledged']} acknowledged in "
+        f"{result['seconds']} s; RSS {result['idle_rss_mb']} MB idle, +{result['peak_rss_added_mb']} MB at the peak, "
+        f"{result['rss_after_mb']} MB after; another client's round trip meanwhile p50 {result['probe_p50_ms']} ms, "
+        f"max {result['probe_max_ms']} ms"])
+    return 0
+
+
+def _send_acked(port: int, frame: bytes, errors: list[int]) -> None:
+    with socket.create_connection(("127.0.0.1", port), timeout=600) as sock:
+        sock.sendall(frame)
+        (size,) = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))
+        _, [ack] = rq.decode_produce_ack_response(sock.recv(size, socket.MSG_WAITALL))
+        errors.append(ack.error)
 
 
 # ---------------------------------------------------------------- partitions

@@ -37,3 +37,10 @@ def test_perf_scrub_reports_speed_and_an_ingest_ratio(tmp_path: Path) -> None:
     result = _perf(tmp_path, "scrub", "--mb", "20", "--rounds", "1")
     assert result["bytes"] >= 15_000_000 and result["mb_per_s"] > 0
     assert len(result["ingest_off"]) == len(result["ingest_on"]) == 1 and result["ingest_ratio_on_off"] > 0
+
+
+def test_perf_large_requests_reports_the_peak_and_memory_after(tmp_path: Path) -> None:
+    """perf large-requests sends concurrent acknowledged produces and reports RSS at the peak and after."""
+    result = _perf(tmp_path, "large-requests", "--requests", "3", "--mb", "5")
+    assert result["acknowledged"] == 3 and result["request_bytes"] > 4_000_000
+    assert result["peak_rss_added_mb"] >= 0 and result["probe_max_ms"] > 0
