@@ -101,7 +101,7 @@ def test_out_of_descriptors_the_broker_backs_off_logs_little_and_recovers(tmp_pa
                 break
         time.sleep(2.0)
         failures = [e for e in broker.events() if e.get("event") == "broker.accept_failed"]
-        assert 1 <= len(failures) <= 5 and failures[0]["error"] == "Too many open files"
+        assert failures and len(failures) <= 5 and failures[0]["error"] == "Too many open files"
         assert broker.log_path.stat().st_size < 200_000
         for sock in flood:
             sock.close()
