@@ -1,4 +1,4 @@
-"""A blocking TCP connection to one broker, speaking size-prefixed frames.
+"""A blocking connection to one broker: the client's socket driver waiting on one response.
 
 Requests go out as whole frames (``size int32, type int16, body``, built by the
 ``encode_*`` functions of :mod:`rill.client.protocol.requests`); responses come back
@@ -7,9 +7,10 @@ pipelining is: :meth:`BrokerConnection.send` several frames, then
 :meth:`BrokerConnection.read_response` once per frame that has a response (PRODUCE
 and MULTIPRODUCE have none).
 
-Every response size is checked against ``max_response_size`` before anything is
-allocated for it; the body is then read with ``recv_into`` straight into one buffer
-of exactly that size.
+This is :class:`~rill.client.broker_socket.BrokerSocket` in blocking mode (framing,
+size limits and pairing are :class:`~rill.client.protocol.connection.ProtocolConnection`'s):
+every response size is checked against ``max_response_size`` before anything is
+allocated for it, and a large body is received straight into a buffer of its size.
 
 Errors: any socket error, EOF or timeout becomes :class:`ConnectionClosed` (raised
 ``from`` the original exception) and leaves the connection closed, because after a
@@ -23,26 +24,21 @@ request).
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterable
 from types import TracebackType
 
-import structlog
-
+from rill.client.broker_socket import BrokerSocket
 from rill.client.errors import ConnectionClosed
-from rill.client.protocol.framing import INT32, FrameTooLarge
+from rill.client.protocol.connection import DEFAULT_MAX_RESPONSE_SIZE
+from rill.client.protocol.framing import DecodeError
 
 __all__ = ["BrokerConnection", "DEFAULT_MAX_RESPONSE_SIZE", "parse_address"]
 
-log = structlog.get_logger(__name__)
-
-DEFAULT_MAX_RESPONSE_SIZE = 256 * 1024 * 1024
-MIN_RESPONSE_SIZE = 2  # the error code
 SAME_TIMEOUT = -1.0  # read_response/request: keep the connection's timeout
 
 
 class BrokerConnection:
-    """A blocking socket connected to ``host:port``.
+    """A blocking connection to ``host:port``.
 
     ``timeout`` (seconds) bounds the connect and every single socket operation;
     ``None`` waits forever. The connection is opened in the constructor.
@@ -57,20 +53,16 @@ class BrokerConnection:
         self.port = port
         self.timeout = timeout
         self.max_response_size = max_response_size
-        self._header = bytearray(4)
-        try:
-            self._sock: socket.socket | None = socket.create_connection((host, port), timeout=timeout)
-        except OSError as exc:
-            raise ConnectionClosed(f"cannot connect to broker {host}:{port}: {_reason(exc)}") from exc
-        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._socket: BrokerSocket[None] = BrokerSocket((host, port), max_response_size)
+        self._socket.connect_blocking(timeout)
 
     def __repr__(self) -> str:
-        state = "open" if self._sock is not None else "closed"
+        state = "closed" if self.closed else "open"
         return f"<BrokerConnection {self.host}:{self.port} {state}>"
 
     @property
     def closed(self) -> bool:
-        return self._sock is None
+        return self._socket.sock is None
 
     def send(self, frame: bytes | bytearray | memoryview) -> None:
         """Send one whole request frame (its size field included).
@@ -78,15 +70,16 @@ class BrokerConnection:
         Raises:
             ConnectionClosed: the connection is closed or broke while sending.
         """
-        sock = self._require()
-        try:
-            sock.sendall(frame)
-        except OSError as exc:
-            self._broken(exc, "sending")
+        self._require()
+        self._socket.send((frame,), None)
+        self._socket.write()
 
     def send_many(self, frames: Iterable[bytes | bytearray | memoryview]) -> None:
         """Send several frames in one write (pipelining); read their responses in order."""
-        self.send(b"".join(frames))
+        self._require()
+        for frame in frames:
+            self._socket.send((frame,), None)
+        self._socket.write()
 
     def read_response(self, timeout: float | None = SAME_TIMEOUT) -> memoryview:
         """Read the next response and return its body (the bytes after the size field).
@@ -99,22 +92,18 @@ class BrokerConnection:
             FrameTooLarge: the size field is below 2 or above ``max_response_size``
                 (nothing is allocated for it; the connection is closed).
         """
-        sock = self._require()
+        self._require()
         if timeout != SAME_TIMEOUT:
-            sock.settimeout(timeout)
+            self._socket.set_timeout(timeout)
         try:
-            self._read_into(sock, memoryview(self._header))
-            (size,) = INT32.unpack(self._header)
-            if size < MIN_RESPONSE_SIZE or size > self.max_response_size:
-                self.close()
-                raise FrameTooLarge(f"response size {size} from {self.host}:{self.port} outside "
-                                    f"{MIN_RESPONSE_SIZE}..{self.max_response_size}")
-            body = bytearray(size)
-            self._read_into(sock, memoryview(body))
-            return memoryview(body)
+            return self._socket.wait_response()[1]
+        except ConnectionClosed as exc:
+            if isinstance(exc.__cause__, DecodeError):  # a bad size: say so, as documented
+                raise exc.__cause__ from None
+            raise
         finally:
-            if timeout != SAME_TIMEOUT and self._sock is not None:
-                self._sock.settimeout(self.timeout)
+            if timeout != SAME_TIMEOUT:
+                self._socket.set_timeout(self.timeout)
 
     def request(self, frame: bytes | bytearray | memoryview, timeout: float | None = SAME_TIMEOUT) -> memoryview:
         """Send a request that has a response and return the response body.
@@ -127,12 +116,7 @@ class BrokerConnection:
 
     def close(self) -> None:
         """Close the socket; idempotent. Later calls raise ConnectionClosed."""
-        sock, self._sock = self._sock, None
-        if sock is not None:
-            try:
-                sock.close()
-            except OSError:  # pragma: no cover - close on a broken socket
-                pass
+        self._socket.close()
 
     def __enter__(self) -> BrokerConnection:
         return self
@@ -141,37 +125,9 @@ class BrokerConnection:
                  tb: TracebackType | None) -> None:
         self.close()
 
-    # ---------------------------------------------------------------- internals
-
-    def _require(self) -> socket.socket:
-        if self._sock is None:
+    def _require(self) -> None:
+        if self._socket.sock is None:
             raise ConnectionClosed(f"connection to {self.host}:{self.port} is closed")
-        return self._sock
-
-    def _read_into(self, sock: socket.socket, view: memoryview) -> None:
-        pos, end = 0, len(view)
-        try:
-            while pos < end:
-                n = sock.recv_into(view[pos:], end - pos)
-                if n == 0:
-                    self.close()
-                    raise ConnectionClosed(f"broker {self.host}:{self.port} closed the connection "
-                                           f"({pos} of {end} bytes read)")
-                pos += n
-        except OSError as exc:
-            self._broken(exc, "reading")
-
-    def _broken(self, exc: OSError, doing: str) -> None:
-        self.close()
-        log.info("connection.broken", host=self.host, port=self.port, doing=doing, reason=_reason(exc))
-        raise ConnectionClosed(f"connection to broker {self.host}:{self.port} failed while {doing}: "
-                               f"{_reason(exc)}") from exc
-
-
-def _reason(exc: OSError) -> str:
-    if isinstance(exc, TimeoutError):
-        return "timed out"
-    return exc.strerror or str(exc) or type(exc).__name__
 
 
 def parse_address(address: str, default_port: int = 9092) -> tuple[str, int]:

@@ -21,7 +21,7 @@ pauses), :mod:`~rill.client.consumer.fetcher` (pipelined long-poll fetches),
 :mod:`~rill.client.consumer.offset_fetcher` (offsets by time, position resets),
 :mod:`~rill.client.consumer.metadata_refresh` (when metadata is refreshed),
 :mod:`~rill.client.consumer.group` (the coordinator client) and
-:mod:`~rill.client.consumer.network` (non-blocking sockets, the one wait).
+:mod:`~rill.client.selector_loop` (the one wait, over :mod:`~rill.client.broker_socket` connections).
 
 Not thread-safe: one thread calls every method (the gRPC library's own threads only
 wake the loop).
@@ -44,7 +44,6 @@ from rill.client.consumer.group import GroupClient
 from rill.client.consumer.group_offsets import GroupOffsetCalls
 from rill.client.consumer.membership import STABLE
 from rill.client.consumer.metadata_refresh import MetadataRefresh
-from rill.client.consumer.network import Network
 from rill.client.consumer.offset_fetcher import OffsetFetcher
 from rill.client.consumer.positions import PositionCalls
 from rill.client.consumer.settings import consumer_settings
@@ -53,6 +52,7 @@ from rill.client.errors import RillError
 from rill.client.metadata import ClusterMetadata
 from rill.client.protocol import requests as rq
 from rill.client.protocol.messages import Message
+from rill.client.selector_loop import SelectorLoop
 from rill.client.topics import validate_topic
 
 log = structlog.get_logger(__name__)
@@ -91,7 +91,7 @@ class Consumer(PositionCalls, GroupOffsetCalls):
         request_timeout = settings["request.timeout.ms"] / 1000.0
         self._subscription = SubscriptionState(settings["auto.offset.reset"])
         self._metadata = ClusterMetadata(settings["bootstrap.servers"], timeout=request_timeout)
-        self._network = Network()
+        self._network = SelectorLoop()
         self._fetcher = Fetcher(self._subscription, self._metadata, self._network, FetchConfig(
             max_bytes=settings["fetch.max.bytes"], max_partition_bytes=settings["max.partition.fetch.bytes"],
             max_wait_ms=settings["fetch.max.wait.ms"], min_bytes=settings["fetch.min.bytes"],

@@ -33,19 +33,22 @@ Not thread-safe: driven by the consumer's poll loop.
 from __future__ import annotations
 
 import math
+import selectors
 import time
 from collections.abc import Callable
 from typing import NamedTuple
 
 import structlog
 
-from rill.client.consumer.network import BrokerChannel, Network
+from rill.client.broker_socket import BrokerSocket, SocketState
 from rill.client.consumer.partition_fetch import Chunk, Fetched, PartitionFetch, decode_chunk, handle_error
 from rill.client.consumer.subscription import SubscriptionState, TopicPartition
+from rill.client.errors import ConnectionClosed
 from rill.client.metadata import ClusterMetadata
 from rill.client.protocol import requests as rq
 from rill.client.protocol.framing import DecodeError
 from rill.client.protocol.messages import Message
+from rill.client.selector_loop import SelectorLoop
 from rill.client.simple import DEFAULT_FETCH_SIZE_LIMIT
 
 log = structlog.get_logger(__name__)
@@ -63,23 +66,28 @@ class FetchConfig(NamedTuple):
 
 
 class _Request(NamedTuple):
-    """An in-flight FETCH_WAIT: its partitions, and whether the broker may hold it (long poll)."""
+    """An in-flight FETCH_WAIT: its partitions, whether the broker may hold it (long poll), when sent."""
 
     fetches: list[Fetched]
     long_poll: bool
+    sent_at: float
+
+
+Channel = BrokerSocket[_Request]
+"""A connection to one broker (its ``node_id`` set), carrying the fetches in flight."""
 
 
 class Fetcher:
     """Pipelined fetches for the partitions of a SubscriptionState; see the module docstring."""
 
-    def __init__(self, subscription: SubscriptionState, metadata: ClusterMetadata, network: Network,
+    def __init__(self, subscription: SubscriptionState, metadata: ClusterMetadata, network: SelectorLoop,
                  config: FetchConfig, clock: Callable[[], float] = time.monotonic) -> None:
         self.subscription = subscription
         self.metadata = metadata
         self.network = network
         self.config = config
         self.clock = clock
-        self.channels: dict[int, BrokerChannel] = {}
+        self.channels: dict[int, Channel] = {}
         self._retry_broker_at: dict[int, float] = {}
         self._partitions: dict[TopicPartition, PartitionFetch] = {}
         self._completed: list[Chunk] = []
@@ -117,8 +125,8 @@ class Fetcher:
         abandoned = False
         for node in wanted:
             channel = self.channels.get(node)
-            if channel is not None and not channel.closed and channel.in_flight:
-                request: _Request = channel.in_flight[-1][0]
+            if channel is not None and channel.in_flight:
+                request = list(channel.protocol.contexts())[-1]
                 if request.long_poll or self._all_stale(channel):
                     self._abandon(channel)
                     abandoned = True
@@ -129,7 +137,7 @@ class Fetcher:
             channel = self._channel(node, now)
             if channel is None or channel.in_flight:
                 continue
-            self._send(channel, partitions, long_poll=node not in held)
+            self._send(channel, partitions, long_poll=node not in held, now=now)
             sent += 1
         self._forget_stale()
         return sent
@@ -151,12 +159,11 @@ class Fetcher:
                 wanted.setdefault(leader.broker_id, []).append((tp, state))
         return wanted, held
 
-    def _abandon(self, channel: BrokerChannel) -> None:
+    def _abandon(self, channel: Channel) -> None:
         """Drop a connection whose in-flight fetches nobody should wait for (not a failure: no backoff)."""
-        channel.close()
         if self.channels.get(channel.node_id) is channel:
             del self.channels[channel.node_id]
-        self._release(channel.take_failed())
+        self._release([request for request, _ in channel.close()])
 
     def _release(self, requests: list[_Request]) -> None:
         for request in requests:
@@ -165,8 +172,8 @@ class Fetcher:
                 if state is not None and state.epoch == f.epoch:
                     state.in_flight = False
 
-    def _send(self, channel: BrokerChannel, wanted: list[tuple[TopicPartition, PartitionFetch]],
-              long_poll: bool) -> None:
+    def _send(self, channel: Channel, wanted: list[tuple[TopicPartition, PartitionFetch]],
+              long_poll: bool, now: float) -> None:
         share = max(1, min(self.config.max_partition_bytes, self.config.max_bytes // len(wanted)))
         fetched = []
         for tp, state in wanted:
@@ -177,36 +184,48 @@ class Fetcher:
         number = self.metadata.broker_partition  # the leader's own number for each partition
         frame = rq.encode_fetch_wait([rq.FetchRequest(f.tp.topic, number(f.tp.topic, f.tp.partition), f.offset,
                                                       f.max_size) for f in fetched], max_wait, self.config.min_bytes)
-        channel.send(frame, _Request(fetched, long_poll and max_wait > 0))
+        channel.send((frame,), _Request(fetched, long_poll and max_wait > 0, now))
         self.stats["fetches"] += 1
+        try:
+            channel.write()  # nothing yet while connecting: written once connected
+        except ConnectionClosed as exc:
+            self._channel_failed(channel, now, str(exc))
+            return
+        self.network.watch(channel)
 
-    def _channel(self, node: int, now: float) -> BrokerChannel | None:
+    def _channel(self, node: int, now: float) -> Channel | None:
         channel = self.channels.get(node)
-        if channel is not None and not channel.closed:
-            return channel
         if channel is not None:
-            self._channel_failed(channel, now)
+            return channel
         if self._retry_broker_at.get(node, 0.0) > now:
             return None
         broker = self.metadata.brokers.get(node)
         if broker is None:
             self.needs_metadata = True
             return None
-        channel = self._open_channel(node, broker)
-        if channel.closed:
-            self._channel_failed(channel, now)
+        try:
+            channel = self._open_channel(node, broker, now)
+        except ConnectionClosed as exc:
+            self._broker_failed(node, broker.host, broker.port, now, str(exc), 0)
             return None
+        self.network.watch(channel)
         self.channels[node] = channel
         return channel
 
-    def _open_channel(self, node: int, broker: rq.BrokerInfo) -> BrokerChannel:
-        channel = BrokerChannel(node, broker.host, broker.port,
-                                max(self.config.max_bytes, DEFAULT_FETCH_SIZE_LIMIT) + RESPONSE_OVERHEAD)
-        channel.connect(self.network.selector)
+    def _open_channel(self, node: int, broker: rq.BrokerInfo, now: float) -> Channel:
+        """Start connecting to ``broker`` (requests queue until connected; their timeout covers the connect).
+
+        Raises:
+            ConnectionClosed: the connection failed at once.
+        """
+        channel: Channel = BrokerSocket((broker.host, broker.port),
+                                        max(self.config.max_bytes, DEFAULT_FETCH_SIZE_LIMIT) + RESPONSE_OVERHEAD,
+                                        node_id=node)
+        channel.connect(now, self.config.request_timeout)
         return channel
 
-    def _all_stale(self, channel: BrokerChannel) -> bool:
-        for request, _ in channel.in_flight:
+    def _all_stale(self, channel: Channel) -> bool:
+        for request in channel.protocol.contexts():
             for f in request.fetches:
                 state = self._partitions.get(f.tp)
                 if state is not None and state.epoch == f.epoch and self._current(f.tp, f.epoch):
@@ -225,43 +244,57 @@ class Fetcher:
 
     # ---------------------------------------------------------------- receiving
 
-    def handle(self, channel: BrokerChannel, mask: int) -> None:
-        """A channel is ready: read what came, decode it into chunks; notice a broken connection."""
+    def handle(self, channel: Channel, mask: int) -> None:
+        """A channel is ready: finish connecting, write, read what came and decode it into
+        chunks; notice a broken connection."""
         if self.channels.get(channel.node_id) is not channel:
             return  # closed by this fetcher in the same turn (abandoned or timed out)
-        for context, body in channel.handle(mask):
-            self._on_response(channel, context, body)
-        if channel.closed:
-            self._channel_failed(channel, self.clock())
+        try:
+            if mask & selectors.EVENT_WRITE:
+                if channel.state is SocketState.CONNECTING:
+                    channel.finish_connect()
+                channel.write()
+            if mask & selectors.EVENT_READ and channel.ready:
+                channel.receive()
+                while (response := channel.next_response()) is not None:
+                    self._on_response(channel, *response)
+                    if self.channels.get(channel.node_id) is not channel:
+                        return  # the response was malformed: the connection is gone
+            self.network.watch(channel)
+        except ConnectionClosed as exc:
+            self._channel_failed(channel, self.clock(), str(exc))
 
     def check_timeouts(self) -> None:
         """Close channels whose oldest request is overdue (request timeout plus the long-poll wait)."""
         now = self.clock()
         limit = self.config.request_timeout + self.config.max_wait_ms / 1000.0
         for channel in list(self.channels.values()):
-            if channel.in_flight and now - channel.in_flight[0][1] > limit:
-                channel.close(f"no answer from broker {channel.host}:{channel.port} in {limit:.1f} s")
-                self._channel_failed(channel, now)
+            oldest = next(channel.protocol.oldest(), None)
+            if oldest is not None and now - oldest.sent_at > limit:
+                self._channel_failed(channel, now, f"no answer from broker {channel.name} in {limit:.1f} s")
 
     def next_deadline(self, now: float) -> float | None:
         """The earliest future time the loop must wake for the fetcher (request timeouts, retries)."""
         limit = self.config.request_timeout + self.config.max_wait_ms / 1000.0
-        deadlines = [c.in_flight[0][1] + limit for c in self.channels.values() if c.in_flight]
+        deadlines = [r.sent_at + limit for c in self.channels.values() for r in c.protocol.oldest()]
         deadlines += [t for t in self._retry_broker_at.values() if now < t]
         deadlines += [s.retry_at for s in self._partitions.values() if now < s.retry_at < math.inf]
         return min(deadlines) if deadlines else None
 
-    def _channel_failed(self, channel: BrokerChannel, now: float) -> None:
+    def _channel_failed(self, channel: Channel, now: float, reason: str) -> None:
         if self.channels.get(channel.node_id) is channel:
             del self.channels[channel.node_id]
-        lost = channel.take_failed()
+        lost = [request for request, _ in channel.close()]
         self._release(lost)
-        self._retry_broker_at[channel.node_id] = now + self.config.retry_backoff
-        self.needs_metadata = True
-        log.warning("consumer.fetch_failed", broker=channel.node_id, host=channel.host, port=channel.port,
-                    reason=channel.error, requests_lost=len(lost))
+        host, port = channel.address
+        self._broker_failed(channel.node_id, host, port, now, reason, len(lost))
 
-    def _on_response(self, channel: BrokerChannel, request: _Request, body: memoryview) -> None:
+    def _broker_failed(self, node: int, host: str, port: int, now: float, reason: str, lost: int) -> None:
+        self._retry_broker_at[node] = now + self.config.retry_backoff
+        self.needs_metadata = True
+        log.warning("consumer.fetch_failed", broker=node, host=host, port=port, reason=reason, requests_lost=lost)
+
+    def _on_response(self, channel: Channel, request: _Request, body: memoryview) -> None:
         context = request.fetches
         self._retry_broker_at.pop(channel.node_id, None)
         try:
@@ -269,8 +302,8 @@ class Fetcher:
             if error == 0 and len(blocks) != len(context):
                 raise DecodeError(f"{len(blocks)} blocks for {len(context)} fetches")
         except DecodeError as exc:
-            channel.close(f"malformed fetch response from {channel.host}:{channel.port}: {exc}")
             self._release([request])
+            self._channel_failed(channel, self.clock(), f"malformed fetch response from {channel.name}: {exc}")
             return
         if error:
             blocks = [(error, memoryview(b""))] * len(context)

@@ -31,7 +31,7 @@ from rill.client.admin import error_name
 from rill.client.consumer.errors import CommitFailed, GroupCoordinatorError, RewindFailed
 from rill.client.consumer.fetcher import Fetcher
 from rill.client.consumer.membership import STABLE, GroupMembership
-from rill.client.consumer.network import Network
+from rill.client.selector_loop import SelectorLoop
 from rill.client.consumer.subscription import SubscriptionState, TopicPartition
 from rill.client.errors import ConnectionClosed
 from rill.client.metadata import ClusterMetadata
@@ -46,7 +46,7 @@ class GroupClient(GroupMembership):
     """One consumer's membership of one group, with its commits and rewinds; see the module docstring."""
 
     def __init__(self, group: str, settings: Mapping[str, Any], subscription: SubscriptionState, fetcher: Fetcher,
-                 metadata: ClusterMetadata, network: Network, clock: Callable[[], float] = time.monotonic,
+                 metadata: ClusterMetadata, network: SelectorLoop, clock: Callable[[], float] = time.monotonic,
                  on_assign: Callback | None = None, on_revoke: Callback | None = None) -> None:
         super().__init__(group, settings, subscription, fetcher, metadata, network, clock)
         self.auto_commit: bool = settings["enable.auto.commit"]

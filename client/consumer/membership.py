@@ -46,7 +46,7 @@ from rill.client.consumer.coordinator import CoordinatorLookup
 from rill.client.consumer.errors import GroupCoordinatorError, MemberEvicted
 from rill.client.consumer.fetcher import Fetcher
 from rill.client.consumer.heartbeat import Heartbeat
-from rill.client.consumer.network import Network
+from rill.client.selector_loop import SelectorLoop
 from rill.client.consumer.subscription import SubscriptionState, TopicPartition
 from rill.client.errors import ConnectionClosed, RillError
 from rill.client.metadata import ClusterMetadata
@@ -75,7 +75,7 @@ class GroupMembership:
     """
 
     def __init__(self, group: str, settings: Mapping[str, Any], subscription: SubscriptionState, fetcher: Fetcher,
-                 metadata: ClusterMetadata, network: Network, clock: Callable[[], float] = time.monotonic) -> None:
+                 metadata: ClusterMetadata, network: SelectorLoop, clock: Callable[[], float] = time.monotonic) -> None:
         self.group = group
         self.session_timeout_ms: int = settings["session.timeout.ms"]
         self.request_timeout: float = settings["request.timeout.ms"] / 1000.0

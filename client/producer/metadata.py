@@ -28,7 +28,7 @@ from rill.client.errors import BrokerError, ErrorCode, InvalidMessage, UnknownTo
 from rill.client.metadata import ClusterMetadata
 from rill.client.producer.accumulator import RecordAccumulator
 from rill.client.producer.errors import ProducerTimeout
-from rill.client.producer.link import Address, BrokerLink, InFlight, Kind, LinkState
+from rill.client.producer.in_flight import Address, BrokerLink, InFlight, Kind, SocketState
 from rill.client.producer.outcomes import run_callbacks
 from rill.client.protocol import requests as rq
 
@@ -98,10 +98,10 @@ class MetadataUpdater:
         """A ready connection with room for a request, or (None, when to look again) after
         starting to connect to the next candidate (known brokers, then bootstrap addresses)."""
         links = self._links.values()
-        ready = [lk for lk in links if lk.state is LinkState.READY and lk.in_flight < self.config.max_in_flight]
+        ready = [lk for lk in links if lk.ready and lk.in_flight < self.config.max_in_flight]
         if ready:
             return min(ready, key=lambda lk: lk.in_flight), now
-        if any(lk.state is not LinkState.DISCONNECTED for lk in links):
+        if any(lk.state is not SocketState.DISCONNECTED for lk in links):
             return None, float("inf")  # connecting, or busy: a connect or a response wakes the loop
         candidates = self.cluster.addresses()
         for i in range(len(candidates)):
@@ -148,7 +148,7 @@ class MetadataUpdater:
         creates topics on produce) and refuses the empty set with InvalidMessage."""
         if topic in self._probing:
             return
-        link = next((lk for lk in self._links.values() if lk.state is LinkState.READY), None)
+        link = next((lk for lk in self._links.values() if lk.ready), None)
         if link is None:
             return
         self._probing.add(topic)

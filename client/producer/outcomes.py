@@ -28,7 +28,7 @@ import structlog
 from rill.client.errors import UnknownTopic, WrongPartition, error_for_code
 from rill.client.producer.accumulator import PartitionQueue, ProducerBatch, RecordAccumulator
 from rill.client.producer.errors import ProducerTimeout, is_retriable
-from rill.client.producer.link import BrokerLink, InFlight, Kind
+from rill.client.producer.in_flight import BrokerLink, InFlight, Kind
 from rill.client.protocol import requests as rq
 from rill.client.protocol.framing import DecodeError
 
@@ -100,16 +100,16 @@ class BatchOutcomes:
         if retry or unsent:
             self.acc.requeue([*retry, *unsent])
 
-    def settle(self, requests: Sequence[InFlight], written: int, error: BaseException, now: float) -> None:
-        """Settle the produce requests that were in flight on a connection that broke after
-        ``written`` bytes of its stream: those not written at all go back as they were, the
-        others are retried or failed with ``error``. Other kinds of request are ignored."""
+    def settle(self, requests: Sequence[tuple[InFlight, bool]], error: BaseException, now: float) -> None:
+        """Settle the produce requests that were in flight on a connection that broke, each
+        with whether any of its bytes were written: those not written at all go back as they
+        were, the others are retried or failed with ``error``. Other kinds of request are ignored."""
         sent: list[ProducerBatch] = []
         unsent: list[ProducerBatch] = []
-        for request in requests:
+        for request, started in requests:
             if request.kind is not Kind.PRODUCE:
                 continue
-            (unsent if request.start >= written else sent).extend(request.batches)
+            (sent if started else unsent).extend(request.batches)
         self.retry_or_fail(sent, error, now, unsent)
 
     def on_produce(self, link: BrokerLink, request: InFlight, body: memoryview, now: float) -> bool:

@@ -28,7 +28,6 @@ other threads; everything else runs on the send thread.
 from __future__ import annotations
 
 import selectors
-import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -39,11 +38,12 @@ import structlog
 from rill.client.errors import ConnectionClosed
 from rill.client.producer.accumulator import ProducerBatch, RecordAccumulator
 from rill.client.producer.errors import ProducerClosed, ProducerTimeout
-from rill.client.producer.link import Address, BrokerLink, InFlight, Kind, LinkState
+from rill.client.producer.in_flight import Address, BrokerLink, InFlight, Kind, SocketState, next_deadline
 from rill.client.producer.metadata import MetadataUpdater, ProducerMetadata
 from rill.client.producer.outcomes import BatchOutcomes, run_callbacks
 from rill.client.protocol import requests as rq
 from rill.client.protocol.framing import DecodeError
+from rill.client.selector_loop import SelectorLoop
 from rill.client.protocol.messages import CODEC_NONE, encode_message_set
 
 log = structlog.get_logger(__name__)
@@ -76,12 +76,7 @@ class Sender:
         self.acc = accumulator
         self.cluster = cluster
         self.config = config
-        self._selector = selectors.DefaultSelector()
-        self._wake_r, self._wake_w = socket.socketpair()
-        self._wake_r.setblocking(False)
-        self._wake_w.setblocking(False)
-        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
-        self._wake_pending = False
+        self._loop = SelectorLoop()
         self._stop_error: BaseException | None = None
         self._links: dict[Address, BrokerLink] = {}
         self._wanted: set[Address] = set()
@@ -99,12 +94,7 @@ class Sender:
 
     def wakeup(self) -> None:
         """Make the loop look at the accumulator now (cheap when a wake-up is already pending)."""
-        if not self._wake_pending:
-            self._wake_pending = True
-            try:
-                self._wake_w.send(b"\0")
-            except OSError:  # the buffer is full (a wake-up is pending anyway) or the loop has ended
-                pass
+        self._loop.wake()
 
     def stop(self, error: BaseException) -> None:
         """End the loop: whatever is still queued or in flight fails with ``error``."""
@@ -125,11 +115,8 @@ class Sender:
             self._abort(error)
         finally:
             for link in self._links.values():
-                if link.sock is not None:
-                    link.sock.close()
-            self._selector.close()
-            self._wake_r.close()
-            self._wake_w.close()
+                link.close()
+            self._loop.close()
 
     def _run_once(self) -> None:
         now = time.monotonic()
@@ -140,32 +127,18 @@ class Sender:
         if self._changed:  # the deadlines above may be stale (a reconnection, a retry to schedule)
             wake_at = now
         timeout = None if wake_at == float("inf") else max(0.0, wake_at - time.monotonic())
-        for key, mask in self._selector.select(timeout):
-            link = key.data
-            if link is None:
-                self._drain_wakeups()
-                continue
+        for link, mask in self._loop.wait(timeout):
             if mask & selectors.EVENT_WRITE:
                 self._on_writable(link)
-            if mask & selectors.EVENT_READ and link.state is LinkState.READY:
+            if mask & selectors.EVENT_READ and link.ready:
                 self._on_readable(link)
-
-    def _drain_wakeups(self) -> None:
-        try:
-            while self._wake_r.recv(4096):
-                pass
-        except OSError:
-            pass
-        # After draining, before the next turn looks at the accumulator: a wakeup() that
-        # still saw True changed the accumulator before this line, so the next turn sees it.
-        self._wake_pending = False
 
     # ---------------------------------------------------------------- sending batches
 
     def _send_ready(self, now: float) -> float:
         limit = self.config.max_request_size
         budgets = {link: (self.config.max_in_flight - link.in_flight) * limit
-                   for link in self._links.values() if link.state is LinkState.READY}
+                   for link in self._links.values() if link.ready}
         self._wanted.clear()
         taken, stuck, wake_at = self.acc.drain(now, self._route, budgets)
         for link, batches in taken.items():
@@ -184,7 +157,7 @@ class Sender:
             return None
         address = (leader.host, leader.port)
         link = self._links.get(address)
-        if link is None or link.state is not LinkState.READY:
+        if link is None or not link.ready:
             self._wanted.add(address)
             return None
         return link
@@ -223,7 +196,7 @@ class Sender:
     def _queue(self, link: BrokerLink, kind: Kind, frame: Sequence[bytes | memoryview], now: float, *,
                batches: list[ProducerBatch] | None = None, topics: list[str] | None = None) -> None:
         answered = kind is not Kind.PRODUCE or bool(self.config.acks)  # acks=none: MULTIPRODUCE, no answer
-        link.queue(kind, frame, now + self._response_timeout(), answered=answered, batches=batches, topics=topics)
+        link.send(frame, InFlight(kind, now + self._response_timeout(), batches or [], topics or []), answered=answered)
 
     def _request(self, link: BrokerLink, kind: Kind, frame: Sequence[bytes | memoryview], now: float,
                  topics: list[str]) -> None:
@@ -241,13 +214,13 @@ class Sender:
         """Fail whatever waited past its deadline; return the next deadline."""
         wake_at = float("inf")
         for link in list(self._links.values()):
-            if link.state is LinkState.CONNECTING:
+            if link.state is SocketState.CONNECTING:
                 if link.connect_deadline <= now:
                     self._link_failed(link, ConnectionClosed(f"cannot connect to broker {link.name}: timed out"), now)
                 else:
                     wake_at = min(wake_at, link.connect_deadline)
                 continue
-            deadline = link.next_deadline()
+            deadline = next_deadline(link)
             if deadline is None:
                 continue
             if deadline <= now:
@@ -264,9 +237,7 @@ class Sender:
         batches, callbacks = self.acc.abort(error)
         run_callbacks(callbacks, self.config.client_id)
         for link in self._links.values():
-            if link.sock is not None:
-                self._close_socket(link)
-            for request in link.reset():
+            for request, _ in link.close():
                 batches.extend(request.batches)
         for batch in batches:
             self._outcomes.fail(batch, error)
@@ -289,7 +260,7 @@ class Sender:
         link = self._links.get(address)
         if link is None:
             link = self._links[address] = BrokerLink(address)
-        if link.state is not LinkState.DISCONNECTED:
+        if link.state is not SocketState.DISCONNECTED:
             return float("inf")
         if link.retry_at > now:
             return link.retry_at
@@ -298,11 +269,11 @@ class Sender:
         except ConnectionClosed as exc:
             self._link_failed(link, exc, now)
             return link.retry_at
-        self._watch(link)
+        self._loop.watch(link)
         return link.connect_deadline
 
     def _on_writable(self, link: BrokerLink) -> None:
-        if link.state is LinkState.CONNECTING:
+        if link.state is SocketState.CONNECTING:
             try:
                 link.finish_connect()
             except ConnectionClosed as exc:
@@ -320,7 +291,7 @@ class Sender:
         for request in done:  # acks=none: done once written
             for batch in request.batches:
                 self._outcomes.complete(batch, -1)
-        self._watch(link)
+        self._loop.watch(link)
 
     def _on_readable(self, link: BrokerLink) -> None:
         now = time.monotonic()
@@ -328,7 +299,7 @@ class Sender:
             link.receive()
             # one response at a time: if handling one fails the link, the requests behind it
             # are still in flight on it and are settled by _link_failed
-            while link.state is LinkState.READY and (response := link.next_response()) is not None:
+            while link.ready and (response := link.next_response()) is not None:
                 request, body = response
                 try:
                     self._on_response(link, request, body, now)
@@ -337,36 +308,14 @@ class Sender:
         except ConnectionClosed as exc:
             self._link_failed(link, exc, now)
 
-    def _watch(self, link: BrokerLink) -> None:
-        if link.sock is None:
-            return
-        events = link.wanted_events()
-        if events == link.events:
-            return
-        if link.events:
-            self._selector.modify(link.sock, events, link)
-        else:
-            self._selector.register(link.sock, events, link)
-        link.events = events
-
-    def _close_socket(self, link: BrokerLink) -> None:
-        if link.sock is None:
-            return
-        if link.events:
-            self._selector.unregister(link.sock)
-        link.sock.close()
-
     def _link_failed(self, link: BrokerLink, error: ConnectionClosed | ProducerTimeout, now: float) -> None:
         """Close the connection and settle what was in flight on it: requests not written at
         all go back as they were, the others are retried or failed with ``error``."""
-        written, was_ready = link.written, link.state is LinkState.READY
-        self._close_socket(link)
-        requests = link.reset()
-        link.failures += 1
-        link.retry_at = now + self.config.retry_backoff
+        was_ready = link.ready
+        requests = link.fail(now, self.config.retry_backoff)
         self._changed = True
         (log.warning if was_ready else log.info)(
             "producer.connection_failed", client_id=self.config.client_id, broker=link.name, error=str(error),
             in_flight=len(requests))
-        self._metadata.connection_failed(error, requests)
-        self._outcomes.settle(requests, written, error, now)
+        self._metadata.connection_failed(error, [request for request, _ in requests])
+        self._outcomes.settle(requests, error, now)

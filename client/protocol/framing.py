@@ -39,7 +39,8 @@ class FrameDecoder:
 
     Not thread-safe. ``feed(data)`` buffers bytes; ``next_frame()`` returns the next
     complete body (without its size field) or ``None``. Raises :class:`FrameTooLarge`
-    as soon as a size field is read that is <= 0 or > ``max_frame_size``.
+    as soon as a size field is read that is below ``min_frame_size`` (1: frames are never
+    empty) or above ``max_frame_size``.
 
     Memory: bodies are cut from one small buffer, which is dropped whenever it
     empties, so an idle decoder holds a few dozen bytes. A body larger than
@@ -54,8 +55,10 @@ class FrameDecoder:
     """
 
     def __init__(self, max_frame_size: int, *, direct_bytes: int = DIRECT_BODY_BYTES,
-                 reserved_bytes: int = RESERVED_BODY_BYTES, reserve: Callable[[int], bool] | None = None) -> None:
+                 reserved_bytes: int = RESERVED_BODY_BYTES, reserve: Callable[[int], bool] | None = None,
+                 min_frame_size: int = 1) -> None:
         self.max_frame_size = max_frame_size
+        self.min_frame_size = min_frame_size
         self.direct_bytes = direct_bytes
         self.reserved_bytes = reserved_bytes
         self._reserve = reserve
@@ -103,8 +106,8 @@ class FrameDecoder:
                 self._compact()
                 return None
             (size,) = INT32.unpack_from(buf, self._pos)
-            if size <= 0 or size > self.max_frame_size:
-                raise FrameTooLarge(f"frame size {size} outside 1..{self.max_frame_size}")
+            if size < self.min_frame_size or size > self.max_frame_size:
+                raise FrameTooLarge(f"frame size {size} outside {self.min_frame_size}..{self.max_frame_size}")
             self._pos += 4
             self._need = size
         need = self._need

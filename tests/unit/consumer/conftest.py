@@ -1,13 +1,15 @@
-"""Fakes for the consumer's unit tests: a clock, a broker channel, gRPC futures and a coordinator."""
+"""Fakes for the consumer's unit tests: a clock, a broker on a socket pair, gRPC futures and a coordinator."""
 
 from __future__ import annotations
 
+import socket
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from rill.client.broker_socket import BrokerSocket
 from rill.client.protocol import requests as rq
-from rill.client.protocol.framing import INT16, INT32
+from rill.client.protocol.framing import INT16, INT32, FrameDecoder
 from rill.v1 import coordinator_pb2 as pb
 
 
@@ -45,41 +47,46 @@ class FakeMetadata:
         return t.partitions if t else None
 
 
-class FakeChannel:
-    """A BrokerChannel whose responses the test hands in."""
+class PeerBroker:
+    """A broker the test plays: a real BrokerSocket on one end of a socket pair, the test on the other.
 
-    def __init__(self, clock: Callable[[], float]) -> None:
-        self.node_id, self.host, self.port = 0, "127.0.0.1", 1
-        self.clock = clock
-        self.closed = False
-        self.error: str | None = None
-        self.in_flight: deque[tuple[Any, float]] = deque()
-        self.sent: list[rq.FetchWaitRequest] = []
-        self._ready: list[tuple[Any, memoryview]] = []
+    Requests are read from the socket with the client's own sans-IO protocol object;
+    responses are written as bytes, so the channel's framing and pairing are real.
+    """
 
-    def send(self, frame: bytes, context: Any) -> None:
-        kind, request = rq.decode_request(memoryview(frame)[4:])
-        assert kind == rq.RequestType.FETCH_WAIT
-        self.sent.append(request)  # type: ignore[arg-type]
-        self.in_flight.append((context, self.clock()))
+    def __init__(self, clock: Callable[[], float] | None = None) -> None:
+        ours, self.peer = socket.socketpair()
+        self.peer.setblocking(False)
+        self.channel: BrokerSocket[Any] = BrokerSocket(("127.0.0.1", 1), node_id=0)
+        self.channel.adopt(ours)
+        self._requests = FrameDecoder(1 << 30)
+        self._sent: list[rq.FetchWaitRequest] = []
+
+    @property
+    def closed(self) -> bool:
+        return self.channel.sock is None
+
+    @property
+    def sent(self) -> list[rq.FetchWaitRequest]:
+        """Every FETCH_WAIT the channel has written so far, in order."""
+        try:
+            while data := self.peer.recv(1 << 20):
+                self._requests.feed(data)
+        except BlockingIOError:
+            pass
+        while (body := self._requests.next_frame()) is not None:
+            kind, request = rq.decode_request(body)
+            assert kind == rq.RequestType.FETCH_WAIT
+            self._sent.append(request)  # type: ignore[arg-type]
+        return self._sent
 
     def respond(self, blocks: Sequence[tuple[int, bytes]], error: int = 0) -> None:
-        context, _ = self.in_flight.popleft()
         body = INT16.pack(error) + b"".join(INT32.pack(2 + len(d)) + INT16.pack(e) + d for e, d in blocks)
-        self._ready.append((context, memoryview(body)))
+        self.peer.sendall(INT32.pack(len(body)) + body)
 
-    def handle(self, mask: int) -> list[tuple[Any, memoryview]]:
-        ready, self._ready = self._ready, []
-        return ready
-
-    def take_failed(self) -> list[Any]:
-        contexts = [c for c, _ in self.in_flight]
-        self.in_flight.clear()
-        return contexts
-
-    def close(self, reason: str | None = None) -> None:
-        self.closed = True
-        self.error = self.error or reason
+    def hang_up(self) -> None:
+        """The broker closes the connection."""
+        self.peer.close()
 
 
 class FakeFuture:

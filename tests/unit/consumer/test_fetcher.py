@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import selectors
 from collections.abc import Iterator
 
 import pytest
@@ -9,13 +10,13 @@ from structlog.testing import capture_logs
 
 from rill.client.consumer.fetcher import FetchConfig, Fetcher
 from rill.client.consumer.metadata_refresh import MetadataRefresh
-from rill.client.consumer.network import Network
 from rill.client.consumer.offset_fetcher import OffsetFetcher
 from rill.client.consumer.subscription import EARLIEST, LATEST, SubscriptionState, TopicPartition
 from rill.client.errors import CorruptMessageError, ErrorCode, OffsetOutOfRange
 from rill.client.protocol.messages import encode_message, encode_message_set
+from rill.client.selector_loop import SelectorLoop
 
-from tests.unit.consumer.conftest import FakeChannel, FakeClock, FakeMetadata
+from tests.unit.consumer.conftest import FakeClock, FakeMetadata, PeerBroker
 
 A, B = TopicPartition("t", 0), TopicPartition("t", 1)
 CONFIG = FetchConfig(max_bytes=1000, max_partition_bytes=400, max_wait_ms=100, min_bytes=1, request_timeout=5.0,
@@ -27,23 +28,23 @@ class Rig:
         self.clock = FakeClock()
         self.sub = SubscriptionState(reset)
         self.sub.assign(offsets if offsets is not None else {A: 0})
-        self.network = Network()
+        self.network = SelectorLoop()
         self.fetcher = Fetcher(self.sub, FakeMetadata(), self.network, CONFIG, self.clock)  # type: ignore[arg-type]
-        self.channel = FakeChannel(self.clock)
-        self.fetcher.channels[0] = self.channel  # type: ignore[assignment]
+        self.channel = PeerBroker()
+        self.fetcher.channels[0] = self.channel.channel
 
     def respond(self, blocks: list[tuple[int, bytes]]) -> None:
         self.channel.respond(blocks)
-        self.fetcher.handle(self.channel, 1)  # type: ignore[arg-type]
+        self.fetcher.handle(self.channel.channel, selectors.EVENT_READ)
 
-    def reconnects(self) -> list[FakeChannel]:
-        """Make every new connection a fresh FakeChannel; returns the list they are added to."""
-        opened: list[FakeChannel] = []
+    def reconnects(self) -> list[PeerBroker]:
+        """Make every new connection a fresh PeerBroker; returns the list they are added to."""
+        opened: list[PeerBroker] = []
 
-        def open_channel(node: int, broker: object) -> FakeChannel:
-            self.channel = FakeChannel(self.clock)
+        def open_channel(node: int, broker: object, now: float) -> object:
+            self.channel = PeerBroker()
             opened.append(self.channel)
-            return self.channel
+            return self.channel.channel
 
         self.fetcher._open_channel = open_channel  # type: ignore[method-assign,assignment]
         return opened
@@ -271,9 +272,9 @@ def test_retriable_errors_are_retried_after_the_backoff(rig: Rig) -> None:
 def test_a_broken_connection_retries_after_backoff_and_refreshes_metadata(rig: Rig) -> None:
     """In-flight fetches on a failed connection are lost, retried later, and metadata is asked for."""
     rig.fetcher.send_fetches()
-    rig.channel.close("reset by peer")
+    rig.channel.hang_up()
     with capture_logs() as logs:
-        rig.fetcher.handle(rig.channel, 1)  # type: ignore[arg-type]
+        rig.fetcher.handle(rig.channel.channel, selectors.EVENT_READ)
     assert "consumer.fetch_failed" in [e["event"] for e in logs]
     assert rig.fetcher.needs_metadata and 0 not in rig.fetcher.channels
     assert rig.fetcher.send_fetches() == 0  # backoff

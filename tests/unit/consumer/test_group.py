@@ -12,7 +12,7 @@ from rill.client.consumer.errors import CommitFailed, GroupCoordinatorError, Mem
 from rill.client.consumer.fetcher import FetchConfig, Fetcher
 from rill.client.consumer.group import GroupClient
 from rill.client.consumer.membership import REGISTERING, STABLE, UNJOINED
-from rill.client.consumer.network import Network
+from rill.client.selector_loop import SelectorLoop
 from rill.client.consumer.settings import consumer_settings
 from rill.client.consumer.subscription import SubscriptionState, TopicPartition
 from rill.v1 import coordinator_pb2 as pb
@@ -29,7 +29,7 @@ class Rig:
         self.clock = FakeClock()
         self.sub = SubscriptionState("earliest")
         self.sub.topics.add("t")
-        self.network = Network()
+        self.network = SelectorLoop()
         fetcher = Fetcher(self.sub, FakeMetadata(), self.network,  # type: ignore[arg-type]
                           FetchConfig(1000, 1000, 100, 1, 5.0, 0.1), self.clock)
         self.revoked: list[list[TopicPartition]] = []
