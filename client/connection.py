@@ -7,7 +7,7 @@ pipelining is: :meth:`BrokerConnection.send` several frames, then
 :meth:`BrokerConnection.read_response` once per frame that has a response (PRODUCE
 and MULTIPRODUCE have none).
 
-This is :class:`~rill.client.broker_socket.BrokerSocket` in blocking mode (framing,
+This is :class:`~rill.client.net.broker_socket.BrokerSocket` in blocking mode (framing,
 size limits and pairing are :class:`~rill.client.protocol.connection.ProtocolConnection`'s):
 every response size is checked against ``max_response_size`` before anything is
 allocated for it, and a large body is received straight into a buffer of its size.
@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from types import TracebackType
 
-from rill.client.broker_socket import BrokerSocket
+from rill.client.net.broker_socket import BrokerSocket
 from rill.client.errors import ConnectionClosed
 from rill.client.protocol.connection import DEFAULT_MAX_RESPONSE_SIZE
 from rill.client.protocol.framing import DecodeError

@@ -21,7 +21,7 @@ pauses), :mod:`~rill.client.consumer.fetcher` (pipelined long-poll fetches),
 :mod:`~rill.client.consumer.offset_fetcher` (offsets by time, position resets),
 :mod:`~rill.client.consumer.metadata_refresh` (when metadata is refreshed),
 :mod:`~rill.client.consumer.group` (the coordinator client) and
-:mod:`~rill.client.selector_loop` (the one wait, over :mod:`~rill.client.broker_socket` connections).
+:mod:`~rill.client.net.selector_loop` (the one wait, over :mod:`~rill.client.net.broker_socket` connections).
 
 Not thread-safe: one thread calls every method (the gRPC library's own threads only
 wake the loop).
@@ -52,7 +52,7 @@ from rill.client.errors import RillError
 from rill.client.metadata import ClusterMetadata
 from rill.client.protocol import requests as rq
 from rill.client.protocol.messages import Message
-from rill.client.selector_loop import SelectorLoop
+from rill.client.net.selector_loop import SelectorLoop
 from rill.client.topics import validate_topic
 
 log = structlog.get_logger(__name__)

@@ -40,7 +40,7 @@ from typing import NamedTuple
 
 import structlog
 
-from rill.client.broker_socket import BrokerSocket, SocketState
+from rill.client.net.broker_socket import BrokerSocket, SocketState
 from rill.client.consumer.partition_fetch import Chunk, Fetched, PartitionFetch, decode_chunk, handle_error
 from rill.client.consumer.subscription import SubscriptionState, TopicPartition
 from rill.client.errors import ConnectionClosed
@@ -48,7 +48,7 @@ from rill.client.metadata import ClusterMetadata
 from rill.client.protocol import requests as rq
 from rill.client.protocol.framing import DecodeError
 from rill.client.protocol.messages import Message
-from rill.client.selector_loop import SelectorLoop
+from rill.client.net.selector_loop import SelectorLoop
 from rill.client.simple import DEFAULT_FETCH_SIZE_LIMIT
 
 log = structlog.get_logger(__name__)

@@ -31,7 +31,7 @@ from rill.client.admin import error_name
 from rill.client.consumer.errors import CommitFailed, GroupCoordinatorError, RewindFailed
 from rill.client.consumer.fetcher import Fetcher
 from rill.client.consumer.membership import STABLE, GroupMembership
-from rill.client.selector_loop import SelectorLoop
+from rill.client.net.selector_loop import SelectorLoop
 from rill.client.consumer.subscription import SubscriptionState, TopicPartition
 from rill.client.errors import ConnectionClosed
 from rill.client.metadata import ClusterMetadata

@@ -46,7 +46,7 @@ from rill.client.consumer.coordinator import CoordinatorLookup
 from rill.client.consumer.errors import GroupCoordinatorError, MemberEvicted
 from rill.client.consumer.fetcher import Fetcher
 from rill.client.consumer.heartbeat import Heartbeat
-from rill.client.selector_loop import SelectorLoop
+from rill.client.net.selector_loop import SelectorLoop
 from rill.client.consumer.subscription import SubscriptionState, TopicPartition
 from rill.client.errors import ConnectionClosed, RillError
 from rill.client.metadata import ClusterMetadata

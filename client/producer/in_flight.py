@@ -1,6 +1,6 @@
 """What the producer's send thread remembers of each request it has in flight.
 
-A request's connection is a :class:`~rill.client.broker_socket.BrokerSocket` whose
+A request's connection is a :class:`~rill.client.net.broker_socket.BrokerSocket` whose
 requests carry an :class:`InFlight`: which kind of request it is, when it must be
 answered by, and the batches (PRODUCE) or topics (METADATA, PROBE) it is about. The
 socket and its sans-IO protocol object pair responses with requests in order; what
@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from rill.client.broker_socket import Address, BrokerSocket, SocketState
+from rill.client.net.broker_socket import Address, BrokerSocket, SocketState
 from rill.client.producer.accumulator import ProducerBatch
 
 __all__ = ["Address", "BrokerLink", "InFlight", "Kind", "SocketState", "next_deadline"]

@@ -43,7 +43,7 @@ from rill.client.producer.metadata import MetadataUpdater, ProducerMetadata
 from rill.client.producer.outcomes import BatchOutcomes, run_callbacks
 from rill.client.protocol import requests as rq
 from rill.client.protocol.framing import DecodeError
-from rill.client.selector_loop import SelectorLoop
+from rill.client.net.selector_loop import SelectorLoop
 from rill.client.protocol.messages import CODEC_NONE, encode_message_set
 
 log = structlog.get_logger(__name__)

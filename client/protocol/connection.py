@@ -2,7 +2,7 @@
 
 In the manner of h11's ``Connection`` and kafka-python's ``KafkaProtocol``: requests go
 in and bytes come out; bytes go in and ``(request, response)`` pairs come out. The
-object never touches a socket; a driver (rill.client.broker_socket) moves the bytes.
+object never touches a socket; a driver (rill.client.net.broker_socket) moves the bytes.
 
 It owns the one protocol fact every client relies on (docs/protocol.md): a broker
 answers a connection's requests in the order they were sent, without correlation ids

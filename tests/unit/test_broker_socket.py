@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from rill.client.broker_socket import BrokerSocket, SocketState
+from rill.client.net.broker_socket import BrokerSocket, SocketState
 from rill.client.errors import ConnectionClosed
-from rill.client.selector_loop import SelectorLoop
+from rill.client.net.selector_loop import SelectorLoop
 
 REQUEST = b"\x00\x00\x00\x02\x00\x07"
 

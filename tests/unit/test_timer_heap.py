@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rill.client.timer_heap import TimerHeap
+from rill.client.net.timer_heap import TimerHeap
 
 
 def test_timers_come_due_in_order_and_cancelled_ones_are_skipped() -> None:

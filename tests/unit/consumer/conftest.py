@@ -7,7 +7,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from rill.client.broker_socket import BrokerSocket
+from rill.client.net.broker_socket import BrokerSocket
 from rill.client.protocol import requests as rq
 from rill.client.protocol.framing import INT16, INT32, FrameDecoder
 from rill.v1 import coordinator_pb2 as pb

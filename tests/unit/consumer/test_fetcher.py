@@ -14,7 +14,7 @@ from rill.client.consumer.offset_fetcher import OffsetFetcher
 from rill.client.consumer.subscription import EARLIEST, LATEST, SubscriptionState, TopicPartition
 from rill.client.errors import CorruptMessageError, ErrorCode, OffsetOutOfRange
 from rill.client.protocol.messages import encode_message, encode_message_set
-from rill.client.selector_loop import SelectorLoop
+from rill.client.net.selector_loop import SelectorLoop
 
 from tests.unit.consumer.conftest import FakeClock, FakeMetadata, PeerBroker
 

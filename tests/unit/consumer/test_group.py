@@ -12,7 +12,7 @@ from rill.client.consumer.errors import CommitFailed, GroupCoordinatorError, Mem
 from rill.client.consumer.fetcher import FetchConfig, Fetcher
 from rill.client.consumer.group import GroupClient
 from rill.client.consumer.membership import REGISTERING, STABLE, UNJOINED
-from rill.client.selector_loop import SelectorLoop
+from rill.client.net.selector_loop import SelectorLoop
 from rill.client.consumer.settings import consumer_settings
 from rill.client.consumer.subscription import SubscriptionState, TopicPartition
 from rill.v1 import coordinator_pb2 as pb

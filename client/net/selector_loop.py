@@ -5,7 +5,7 @@ The producer's send thread and the consumer's ``poll()`` each own one
 returns the broker sockets that are ready, or returns early when :meth:`SelectorLoop.wake`
 is called from another thread (a producer's ``send()``, a gRPC future's done-callback).
 
-The wake-up is rill.client.wakeup's (shared with the broker's event loop). The owner
+The wake-up is rill.client.net.wakeup's (shared with the broker's event loop). The owner
 must look at whatever the ringing thread changed *after* :meth:`SelectorLoop.wait`
 returns.
 
@@ -17,14 +17,14 @@ from __future__ import annotations
 import selectors
 from typing import Any
 
-from rill.client.broker_socket import BrokerSocket
-from rill.client.wakeup import Wakeup
+from rill.client.net.broker_socket import BrokerSocket
+from rill.client.net.wakeup import Wakeup
 
 __all__ = ["SelectorLoop"]
 
 
 class SelectorLoop:
-    """A selector over :class:`~rill.client.broker_socket.BrokerSocket` objects and a wake-up."""
+    """A selector over :class:`~rill.client.net.broker_socket.BrokerSocket` objects and a wake-up."""
 
     def __init__(self) -> None:
         self.selector = selectors.DefaultSelector()

@@ -1,6 +1,6 @@
 """A wake-up another thread can ring to end a selector wait: a socket pair and a flag.
 
-Shared by the client's :class:`~rill.client.selector_loop.SelectorLoop` (the producer's
+Shared by the client's :class:`~rill.client.net.selector_loop.SelectorLoop` (the producer's
 send thread, the consumer's ``poll()``) and the broker's event loop. Ringing while a
 ring is pending costs no system call. The owner drains it when its selector reports the
 read end ready, *then* looks at what the ringing threads changed: a ring that saw one

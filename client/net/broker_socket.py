@@ -70,7 +70,7 @@ class BrokerSocket(Generic[C]):
         self.protocol: ProtocolConnection[C] = ProtocolConnection(self.name, max_response_size)
         self.sock: socket.socket | None = None
         self.state = SocketState.DISCONNECTED
-        self.events = 0  # what the selector watches for (kept by rill.client.selector_loop)
+        self.events = 0  # what the selector watches for (kept by rill.client.net.selector_loop)
         self.selector: selectors.BaseSelector | None = None  # the one it is registered with, if any
         self.retry_at = 0.0  # no new connection before this
         self.connect_deadline = 0.0
