@@ -180,6 +180,9 @@ class CoordinatorHost:
         """Start coordinating the groups the cluster places here (with zookeeper.connect)."""
         if self.placement is not None:
             self.placement.start(zk, registry)
+            timeout_s = self.config["zookeeper.connection.timeout.ms"] / 1000
+            if not self.placement.wait_serving(timeout_s):
+                log.warning("group.placement_not_ready", broker_id=self.broker.broker_id, waited_s=timeout_s)
 
     def leave_cluster(self) -> None:
         """Stop coordinating; write every group's final state to ZooKeeper (before its session ends). Idempotent."""

@@ -90,6 +90,7 @@ class GroupPlacement:
         self._retry: set[str] = set()
         self._wake = threading.Event()
         self._stop = threading.Event()
+        self._serving = threading.Event()   # set once a placement that counts this broker is applied
         self._thread: threading.Thread | None = None
 
     # ------------------------------------------------------------------ Router
@@ -133,6 +134,14 @@ class GroupPlacement:
         return self._applied
 
     # ------------------------------------------------------------------ life cycle
+
+    def wait_serving(self, timeout: float) -> bool:
+        """Wait until a placement that counts this broker is applied (its groups loaded); False on timeout.
+
+        Until then every group RPC here answers NOT_COORDINATOR, naming this broker for the
+        groups it is about to take, so a broker waits for this before it calls itself started.
+        """
+        return self._serving.wait(timeout)
 
     def start(self, zk: KazooClient | None, registry: RegistryView, *, store: CheckpointStore | None = None,
               run: bool = True) -> None:
@@ -251,6 +260,8 @@ class GroupPlacement:
             return  # a newer view arrived (start over with it), or closing
         taken = [name for name in gained if self._take(name)]
         self._applied, self._applied_version = ids, version
+        if me in ids:
+            self._serving.set()
         log.info("group.placement_applied", broker_id=me, brokers=sorted(ids), released=len(released),
                  taken=len(taken))
 

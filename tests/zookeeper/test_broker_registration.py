@@ -153,6 +153,19 @@ def test_clean_shutdown_removes_the_ephemerals(tmp_path: Path, zk_connect: str, 
     assert zk.exists("/brokers/ids") is not None  # the persistent skeleton stays
 
 
+def test_started_broker_coordinates_its_groups_at_once(tmp_path: Path, zk_connect: str) -> None:
+    """A clustered broker counts as started only once it serves the groups placed on it (no NOT_COORDINATOR naming itself)."""
+    with zk_broker(tmp_path, zk_connect) as b:
+        placement = b.broker.coordination.placement
+        assert placement is not None and 2 in placement.applied_brokers
+        with grpc.insecure_channel(b.grpc_address) as channel:
+            stub = pb_grpc.GroupCoordinatorStub(channel)
+            for name in ("g1", "g2", "g3"):
+                assert stub.CreateGroup(pb.CreateGroupRequest(client_id="t", consumer_group=name,
+                                                              session_timeout=10_000, topics=["t"]),
+                                        timeout=10).error_code == 0
+
+
 def test_topic_created_through_admin_grpc_is_registered_and_rebalances(tmp_path: Path, zk_connect: str,
                                                                        zk: KazooClient) -> None:
     """A topic created by the Admin CreateTopic reaches ZooKeeper and rebalances the groups subscribed to it."""
