@@ -5,22 +5,22 @@ logs (running recovery after an unclean shutdown), binds the listener and starts
 the flusher; ``serve_forever()`` runs the event loop on the calling thread;
 ``stop()`` (any thread, or a signal handler) ends it; ``close()`` flushes every
 partition and writes the clean-shutdown marker. The broker also hosts the group
-coordinator and admin services over gRPC (rill.broker.coordination) and, with
-``zookeeper.connect`` set, registers itself in ZooKeeper (rill.broker.zookeeper).
+coordinator and admin services over gRPC (rill.broker.cluster.coordinator_host) and, with
+``zookeeper.connect`` set, registers itself in ZooKeeper (rill.broker.cluster.registration).
 """
 
 from __future__ import annotations
 
 import structlog
 
-from rill.broker.cluster import ClusterView
+from rill.broker.cluster.cluster_view import ClusterView
 from rill.broker.config import BrokerConfig
-from rill.broker.coordination import CoordinatorHost, advertised_host
-from rill.broker.handlers import RequestHandlers
+from rill.broker.cluster.coordinator_host import CoordinatorHost, advertised_host
+from rill.broker.dataplane.handlers import RequestHandlers
 from rill.broker.log.manager import LogManager
 from rill.broker.log.open_files import OpenFiles
-from rill.broker.server import BrokerServer
-from rill.broker.zookeeper import ZkRegistration
+from rill.broker.dataplane.server import BrokerServer
+from rill.broker.cluster.registration import ZkRegistration
 from rill.client.zookeeper.registry import RegistryView
 from rill.client.errors import StorageError
 from rill.client.protocol import requests as rq

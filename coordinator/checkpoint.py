@@ -2,7 +2,7 @@
 
 In a cluster the coordinator of a group writes, at most once per
 ``offsets.checkpoint.interval.ms`` while the group changes, a checkpoint of it to
-ZooKeeper (rill.broker.group_placement does the I/O); a broker that becomes the
+ZooKeeper (rill.broker.cluster.group_placement does the I/O); a broker that becomes the
 group's coordinator loads it. This module is the pure part: the format, and the
 rules that decide between a broker's own local state and a checkpoint.
 

@@ -1,6 +1,6 @@
 """A live, watched view of the brokers' registry in ZooKeeper (seed 000 5.6, seed 004).
 
-Brokers publish (rill.broker.zookeeper writes them):
+Brokers publish (rill.broker.cluster.registration writes them):
 
     /brokers/ids/[broker_id]        -> "creator:host:port"
     /brokers/topics/[topic]/[id]    -> number of partitions of the topic on that broker

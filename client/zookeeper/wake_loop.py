@@ -4,7 +4,7 @@ Kazoo calls watches and state listeners on its own thread, where nothing may blo
 they only set an Event, and one worker thread does the reads and writes. A ZooKeeper
 error (connection loss, session expiry, a timeout) is logged and retried after a short
 backoff: the worker wakes itself again. Used by the broker's registration
-(rill.broker.zookeeper) and by the clients' registry view (registry.py).
+(rill.broker.cluster.registration) and by the clients' registry view (registry.py).
 """
 
 from __future__ import annotations

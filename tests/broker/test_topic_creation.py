@@ -9,7 +9,7 @@ import time
 import grpc
 import pytest
 
-from rill.broker import topic_creation
+from rill.broker.dataplane import topic_creation
 from rill.broker.log import creator
 from rill.broker.testing import running_broker
 from rill.client.errors import ErrorCode

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import struct
 
-from rill.broker.connection_table import ConnectionTable
-from rill.broker.request_memory import RequestMemory
-from rill.broker.throttled_log import ThrottledLog
+from rill.broker.dataplane.connection_table import ConnectionTable
+from rill.broker.dataplane.request_memory import RequestMemory
+from rill.broker.dataplane.throttled_log import ThrottledLog
 from rill.client.protocol.framing import FrameDecoder
 
 import structlog

@@ -14,7 +14,7 @@ from kazoo.client import KazooClient, KazooState
 
 from rill.broker.log.manager import LogManager
 from rill.broker.testing import RunningBroker, running_broker
-from rill.broker.zookeeper import ZkRegistrationError
+from rill.broker.cluster.registration import ZkRegistrationError
 from rill.client.protocol import requests as rq
 from rill.client.protocol.messages import encode_message_set
 from rill.v1 import admin_pb2 as apb

@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError
 
-from rill.broker.group_placement import GroupPlacement
+from rill.broker.cluster.group_placement import GroupPlacement
 from rill.client.zookeeper.registry import BrokerRegistration, ClusterSnapshot
 from rill.coordinator import checkpoint
 from rill.coordinator.checkpoint import Checkpoint

@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 
 import structlog
 
-from rill.broker.network import Connection, Slot
+from rill.broker.dataplane.connection import Connection, Slot
 from rill.client.errors import ErrorCode
 from rill.client.protocol import requests as rq
 
@@ -91,7 +91,7 @@ class DelayedFetches:
                 self._complete(parked, results)
 
     def _complete(self, parked: _Parked, results: list[ReadResult] | None = None) -> None:
-        from rill.broker.handlers import multifetch_parts
+        from rill.broker.dataplane.handlers import multifetch_parts
 
         if parked.done:
             return

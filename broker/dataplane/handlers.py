@@ -16,10 +16,10 @@ from typing import Any
 
 import structlog
 
-from rill.broker.cluster import ClusterView
-from rill.broker.delayed import DelayedFetches, FsyncAcks, ReadResult
-from rill.broker.network import Connection, Slot
-from rill.broker.topic_creation import DataPlaneTopics
+from rill.broker.cluster.cluster_view import ClusterView
+from rill.broker.dataplane.delayed import DelayedFetches, FsyncAcks, ReadResult
+from rill.broker.dataplane.connection import Connection, Slot
+from rill.broker.dataplane.topic_creation import DataPlaneTopics
 from rill.client.errors import BrokerError, ErrorCode, InvalidFetchSize, InvalidRequest, UnknownTopic
 from rill.client.protocol import requests as rq
 from rill.client.topics import validate_topic

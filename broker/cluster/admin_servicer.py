@@ -14,8 +14,8 @@ from typing import Any
 import grpc
 import structlog
 
-from rill.broker.catalog import LogCatalog
-from rill.broker.cluster import ClusterView
+from rill.broker.cluster.log_catalog import LogCatalog
+from rill.broker.cluster.cluster_view import ClusterView
 from rill.broker.log.manager import LogManager
 from rill.client.protocol import requests as rq
 from rill.client.errors import BrokerError, InvalidPartitions, InvalidTopic, PartitionLimitReached, StorageError

@@ -10,7 +10,7 @@ ready. Parts are ``bytes`` or file slices (objects with ``file``, ``position`` a
 Memory: a connection owns no receive buffer. Reads go into the server's shared buffer
 and only the bytes of an incomplete frame stay behind (dropped when it completes). A
 request over 64 KiB first reserves its size from the broker's
-:class:`~rill.broker.request_memory.RequestMemory` (given back once it is handled);
+:class:`~rill.broker.dataplane.request_memory.RequestMemory` (given back once it is handled);
 one over 1 MiB is received straight into a buffer of exactly its size. An idle
 connection costs a socket, this object and a few dozen bytes.
 
@@ -34,7 +34,7 @@ from typing import Any, Protocol
 
 import structlog
 
-from rill.broker.request_memory import RequestMemory
+from rill.broker.dataplane.request_memory import RequestMemory
 from rill.client.protocol.framing import DecodeError, FrameDecoder
 
 log = structlog.get_logger(__name__)

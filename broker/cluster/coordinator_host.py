@@ -11,7 +11,7 @@ with ``grpc.server = "aio"``, by a grpc.aio server on its own event loop
 (rill.coordinator.aio_server); both answer through the same coordinator and sink.
 
 With ``zookeeper.connect`` set the broker is one of a cluster: a
-:class:`~rill.broker.group_placement.GroupPlacement` decides which groups it
+:class:`~rill.broker.cluster.group_placement.GroupPlacement` decides which groups it
 coordinates, and until :meth:`CoordinatorHost.join_cluster` hands it the ZooKeeper
 session it coordinates none (every group RPC answers NOT_COORDINATOR). The
 coordinator's instance id (``<log.dir>/.coordinator/instance``, random, created once)
@@ -29,11 +29,11 @@ import grpc
 
 import structlog
 
-from rill.broker.admin import AdminServicer
-from rill.broker.catalog import LogCatalog
-from rill.broker.cluster import ClusterView
+from rill.broker.cluster.admin_servicer import AdminServicer
+from rill.broker.cluster.log_catalog import LogCatalog
+from rill.broker.cluster.cluster_view import ClusterView
 from rill.broker.config import BrokerConfig, ConfigError
-from rill.broker.group_placement import GroupPlacement
+from rill.broker.cluster.group_placement import GroupPlacement
 from rill.broker.log import checkpoint
 from rill.broker.log.config import LogConfig
 from rill.broker.log.log import Log

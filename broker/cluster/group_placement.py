@@ -10,7 +10,7 @@ One worker thread does all ZooKeeper work:
 
 - **Checkpoints**: every ``offsets.checkpoint.interval.ms`` it writes the groups
   that changed since the last round (:meth:`GroupCoordinator.take_changed`) to
-  ``/rill/groups/[group]`` (rill.broker.group_checkpoints), in as few ZooKeeper
+  ``/rill/groups/[group]`` (rill.broker.cluster.group_checkpoints), in as few ZooKeeper
   transactions as their size allows: at most one write per changed group per interval,
   however many commits it had. A deleted group leaves a tombstone.
 - **Placement changes** (a registry snapshot with another set of live brokers):
@@ -43,7 +43,7 @@ import structlog
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError
 
-from rill.broker.group_checkpoints import CheckpointStore
+from rill.broker.cluster.group_checkpoints import CheckpointStore
 from rill.client.zookeeper.registry import ClusterSnapshot, RegistryView
 from rill.coordinator.checkpoint import Checkpoint, Decision, GroupSnapshot, Writer, claim, decide, must_wait
 from rill.coordinator.coordinator import GroupCoordinator

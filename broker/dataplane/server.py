@@ -1,4 +1,4 @@
-"""The broker's event loop: one thread, one selector, every connection.
+"""The data-plane server: the listener and every connection, on one event loop.
 
 Accepts connections, reads frames and hands them to the request handlers, writes
 responses, and runs timers (long-poll deadlines, acknowledgement timeouts) and
@@ -8,6 +8,9 @@ so thousands of idle connections cost a file descriptor and a few hundred bytes 
 When ``accept()`` fails for lack of descriptors or memory the listener is paused
 (50 ms, doubling to 1 s) and the failure logged at most once per 10 s with a count.
 
+The loop itself (timers, the wake-up, calls from other threads) is
+rill.broker.dataplane.event_loop's :class:`EventLoop`.
+
 Thread-safety: only :meth:`call_soon_threadsafe` and :meth:`stop` may be called from
 other threads; everything else runs on the loop thread.
 """
@@ -15,22 +18,19 @@ other threads; everything else runs on the loop thread.
 from __future__ import annotations
 
 import errno
-import heapq
-import itertools
-import resource
 import selectors
 import socket
 import time
-from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 import structlog
 
-from rill.broker.connection_table import ConnectionTable
-from rill.broker.network import Connection, Slot
-from rill.broker.request_memory import RequestMemory
-from rill.broker.throttled_log import ThrottledLog
+from rill.broker.dataplane.connection import Connection, Slot
+from rill.broker.dataplane.connection_table import ConnectionTable
+from rill.broker.dataplane.event_loop import EventLoop, raise_fd_limit
+from rill.broker.dataplane.request_memory import RequestMemory
+from rill.broker.dataplane.throttled_log import ThrottledLog
 from rill.client.protocol.framing import DecodeError
 
 log = structlog.get_logger(__name__)
@@ -39,105 +39,11 @@ IDLE_CHECK_INTERVAL = 5.0
 RECV_BUFFER_BYTES = 1024 * 1024  # one receive buffer shared by every connection (one loop thread)
 
 
-class Timer:
-    __slots__ = ("deadline", "callback", "cancelled")
-
-    def __init__(self, deadline: float, callback: Callable[[], None]) -> None:
-        self.deadline = deadline
-        self.callback = callback
-        self.cancelled = False
-
-    def cancel(self) -> None:
-        self.cancelled = True
-
-
-def raise_fd_limit() -> int:
-    """Raise the soft open-files limit to the hard limit; return the soft limit now in force."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if hard == resource.RLIM_INFINITY or hard > soft:
-        target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-            return target
-        except (ValueError, OSError):
-            return soft
-    return soft
-
-
-class EventLoop:
-    """Selector loop with timers and a thread-safe call queue."""
-
-    def __init__(self) -> None:
-        self.selector = selectors.DefaultSelector()
-        self._timers: list[tuple[float, int, Timer]] = []
-        self._seq = itertools.count()
-        self._calls: deque[Callable[[], None]] = deque()
-        self._wake_r, self._wake_w = socket.socketpair()
-        self._wake_r.setblocking(False)
-        self._wake_w.setblocking(False)
-        self.selector.register(self._wake_r, selectors.EVENT_READ, None)
-        self._stopping = False
-
-    def call_later(self, delay: float, callback: Callable[[], None]) -> Timer:
-        timer = Timer(time.monotonic() + delay, callback)
-        heapq.heappush(self._timers, (timer.deadline, next(self._seq), timer))
-        return timer
-
-    def call_soon_threadsafe(self, callback: Callable[[], None]) -> None:
-        self._calls.append(callback)
-        try:
-            self._wake_w.send(b"\0")
-        except (BlockingIOError, OSError):
-            pass  # a wake-up is already pending, or the loop is closed
-
-    def stop(self) -> None:
-        self._stopping = True
-        self.call_soon_threadsafe(lambda: None)
-
-    def _next_timeout(self, cap: float) -> float:
-        while self._timers and self._timers[0][2].cancelled:
-            heapq.heappop(self._timers)
-        if self._calls:
-            return 0.0
-        if not self._timers:
-            return cap
-        return max(0.0, min(cap, self._timers[0][0] - time.monotonic()))
-
-    def _run_due(self) -> None:
-        while self._calls:
-            self._guarded(self._calls.popleft())
-        now = time.monotonic()
-        while self._timers and self._timers[0][0] <= now:
-            _, _, timer = heapq.heappop(self._timers)
-            if not timer.cancelled:
-                self._guarded(timer.callback)
-
-    @staticmethod
-    def _guarded(callback: Callable[[], None]) -> None:
-        """Run a callback; a bug in one must not stop the loop that serves everyone."""
-        try:
-            callback()
-        except Exception:
-            log.exception("loop.callback_failed", callback=getattr(callback, "__qualname__", repr(callback)))
-
-    def _drain_wakeups(self) -> None:
-        try:
-            while self._wake_r.recv(4096):
-                pass
-        except (BlockingIOError, OSError):
-            pass
-
-    def close(self) -> None:
-        self.selector.close()
-        self._wake_r.close()
-        self._wake_w.close()
-
-
 class BrokerServer(EventLoop):
     """Serves the data-plane protocol on one listening socket.
 
     ``handle(conn, frame_body) -> Slot | None`` does the work of a request; see
-    rill.broker.handlers. Limits (see connection_table.py, request_memory.py):
+    rill.broker.dataplane.handlers. Limits (see connection_table.py, request_memory.py):
     ``max_connections`` and ``max_connections_per_ip`` (a newcomer takes the place of
     an idle connection of the busiest address before it is refused),
     ``queued_max_request_bytes`` for requests over 64 KiB being received,

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import NamedTuple, TypeVar
 
-from rill.broker.cluster import ClusterView
+from rill.broker.cluster.cluster_view import ClusterView
 from rill.broker.log.log import Log
 from rill.broker.log.manager import LogManager
 from rill.client.errors import BrokerError, ConnectionClosed, OffsetOutOfRange, RillError
