@@ -27,6 +27,7 @@ from typing import Any
 
 from rill.client.cli.common import CliError, add_broker_arguments, command_line, non_negative_int, positive_int
 from rill.client.cli.common import topic_name
+from rill.client.cli.perf.broker_requests import ensure_topic
 
 
 def add_parser(actions: argparse._SubParsersAction[argparse.ArgumentParser], master: str) -> None:
@@ -115,7 +116,6 @@ class Sink:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rill.client.cli.perf import ensure_topic
     from rill.client.simple import SimpleConsumer
     from rill.client.spark import spark_session
 

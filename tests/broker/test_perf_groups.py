@@ -127,7 +127,7 @@ def test_unreachable_broker_is_a_clean_error(capsys: pytest.CaptureFixture[str])
 def test_group_not_found_is_reported(broker: RunningBroker) -> None:
     """A member of a group that does not exist gets a CliError, not a hang (Member.register)."""
     from rill.client.cli.common import CliError
-    from rill.client.cli.perf_groups import Member
+    from rill.client.cli.perf.group_members import Member
 
     member = Member(broker.grpc_address, "no-such-group", 5.0, 10_000)
     try:

@@ -8,9 +8,11 @@ import socket
 
 import pytest
 
-from rill.client.cli import consume, perf, produce
+from rill.client.cli import consume, produce
 from rill.client.cli.formatting import compile_format, unescape
 from rill.client.cli.main import build_parser, main
+from rill.client.cli.perf.broker_requests import produce_frames
+from rill.client.cli.perf.report import percentile
 from rill.client.protocol import requests as rq
 from rill.client.protocol.messages import Message, decode_message_set
 
@@ -152,7 +154,7 @@ def test_batches_split_at_the_batch_size() -> None:
 
 def test_perf_produce_frames_carry_a_batch_per_partition() -> None:
     """Each pre-encoded frame is a PRODUCE_ACK with `batch` valid messages of the size for every partition."""
-    frames = perf.produce_frames("t", 3, 5, 40, rq.Acks.FSYNC, pool=2)
+    frames = produce_frames("t", 3, 5, 40, rq.Acks.FSYNC, pool=2)
     assert len(frames) == 2 and frames[0] != frames[1]
     for frame in frames:
         kind, request = rq.decode_request(frame[4:])
@@ -167,7 +169,7 @@ def test_perf_produce_frames_carry_a_batch_per_partition() -> None:
 @pytest.mark.parametrize("q, expected", [(0.5, 50), (0.99, 99), (0.999, 100), (0.0, 1), (1.0, 100)])
 def test_percentile_nearest_rank(q: float, expected: int) -> None:
     """Percentiles use the nearest rank of the sorted samples."""
-    assert perf.percentile(list(range(1, 101)), q) == expected
+    assert percentile(list(range(1, 101)), q) == expected
 
 
 def test_perf_crc_prints_both_throughputs_as_json(capsys: pytest.CaptureFixture[str]) -> None:

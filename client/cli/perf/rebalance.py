@@ -1,8 +1,16 @@
 """``rill perf rebalance``: how long a group takes to rebalance when a member leaves and one joins.
 
-Brings ``--members`` member loops (:class:`~rill.client.cli.perf_group_members.MemberLoop`)
-into one group and, each round, has one leave and a new one join, timing until every
-member holds its assignment of the new generation (see :mod:`rill.client.cli.perf_groups`).
+Creates a topic and a group, brings ``--members`` members in (each a thread running the
+seed 003 loop, :class:`~rill.client.cli.perf.group_members.MemberLoop`: register,
+heartbeat every ``--heartbeat-interval-ms``, re-register with its id on
+REBALANCE_IN_PROGRESS) and waits until the group is stable. Each round then has one
+member leave (LeaveGroup; the others rebalance, timed as ``leave``) and a new member
+join: the figure is the time from the new member's RegisterConsumer call until every
+member, old and new, holds its assignment of the new generation (its RegisterConsumer
+of that generation has returned). Members learn of a rebalance from their next
+heartbeat, so the heartbeat interval bounds how soon they re-register. Every stable
+assignment is checked: each partition owned by exactly one member. Everything it
+registers leaves at the end (the group is ephemeral).
 """
 
 from __future__ import annotations
@@ -13,12 +21,31 @@ import time
 from typing import Any
 
 from rill.client.admin import AdminClient
-from rill.client.cli.common import CliError, info
-from rill.client.cli.perf import report
-from rill.client.cli.perf_group_members import (
-    CLIENT_ID, Member, MemberLoop, check_assignment, check_loops, create_group, ensure_topic, leave_all, run_id,
-    stop_loops, wait_stable,
+from rill.client.cli.common import CliError, info, positive_float, positive_int, topic_name
+from rill.client.cli.perf.group_members import (
+    CLIENT_ID, Member, MemberLoop, check_assignment, check_loops, create_group, ensure_topic, group_arguments,
+    leave_all, run_id, stop_loops, wait_stable,
 )
+from rill.client.cli.perf.report import report
+
+
+def add_parsers(kinds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``rebalance`` to ``rill perf``'s subcommands."""
+    rebalance = kinds.add_parser("rebalance", help="time for a group to rebalance when a member joins")
+    group_arguments(rebalance, "perf-rebalance")
+    rebalance.add_argument("-t", "--topic", type=topic_name, default="perf-rebalance",
+                           help="topic the group consumes, created if missing (default: perf-rebalance)")
+    rebalance.add_argument("--partitions", type=positive_int, default=256, metavar="N",
+                           help="partitions of the topic (default: 256); an existing topic must have this many")
+    rebalance.add_argument("--members", type=positive_int, default=32, metavar="N", help="group size (default: 32)")
+    rebalance.add_argument("--rounds", type=positive_int, default=5, metavar="N",
+                           help="rounds of one member leaving and one joining (default: 5)")
+    rebalance.add_argument("--heartbeat-interval-ms", type=positive_int, default=20, metavar="MS",
+                           help="each member heartbeats this often (default: 20)")
+    rebalance.add_argument("--strategy", choices=("range", "roundrobin", "sticky"), default="range")
+    rebalance.add_argument("--stable-timeout", type=positive_float, default=60.0, metavar="SECONDS",
+                           help="give up if the group is not stable this long after a change (default: 60)")
+    rebalance.set_defaults(run=run_rebalance)
 
 
 def run_rebalance(args: argparse.Namespace) -> int:
@@ -89,3 +116,6 @@ def run_rebalance(args: argparse.Namespace) -> int:
         f"{result['leave_median_s'] * 1000:.0f} ms, max {result['leave_max_s'] * 1000:.0f} ms",
     ])
     return 0
+
+
+__all__ = ["add_parsers", "run_rebalance"]

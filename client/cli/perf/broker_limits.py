@@ -37,7 +37,7 @@ import time
 from typing import Any
 
 from rill.client.cli.common import info, positive_int
-from rill.client.cli.perf import report
+from rill.client.cli.perf.report import report
 from rill.client.cli.spawned_broker import SpawnedBroker, raise_own_fd_limit
 from rill.client.protocol import requests as rq
 from rill.client.protocol.messages import encode_message_set

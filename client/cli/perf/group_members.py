@@ -1,4 +1,4 @@
-"""Shared parts of ``rill perf commits|heartbeats|rebalance``: group members and their loops.
+"""Shared parts of ``rill perf commits|heartbeats|rebalance|commit-modes``: group members and their loops.
 
 :class:`Member` is one group member on a gRPC channel of its own (register, heartbeat,
 commit, leave); :class:`MemberLoop` runs the seed 003 consumer loop for one on a thread.
@@ -6,10 +6,12 @@ The helpers bring a group to a stable generation, check its assignment, make the
 and the (ephemeral) group a benchmark uses, clean up (every member leaves), and time
 worker threads that run together until a deadline (:class:`Timed`, with progress lines).
 A transport failure of any call becomes :class:`~rill.client.errors.ConnectionClosed`.
+:func:`group_arguments` adds the arguments those benchmarks share.
 """
 
 from __future__ import annotations
 
+import argparse
 import threading
 import time
 import uuid
@@ -19,16 +21,35 @@ from typing import Any
 import grpc
 
 from rill.client.admin import AdminClient, error_name
-from rill.client.cli.common import CliError, info
-from rill.client.cli.perf import percentile
+from rill.client.cli.common import CliError, info, positive_int, topic_name
+from rill.client.cli.groups import add_grpc_arguments
+from rill.client.cli.perf.report import PROGRESS_INTERVAL, percentile
 from rill.client.errors import ConnectionClosed
 from rill.v1 import coordinator_pb2 as pb
 from rill.v1 import coordinator_pb2_grpc as pb_grpc
 
 CLIENT_ID = "rill-perf"
-PROGRESS_INTERVAL = 5.0
 STABLE_POLL_S = 0.002
 SETUP_HEARTBEAT_S = 0.02  # heartbeat interval of the member loops that bring members in before timing
+MIN_SESSION_TIMEOUT_MS = 6000  # the broker's default group.min.session.timeout.ms
+
+
+def group_arguments(parser: argparse.ArgumentParser, prefix: str) -> None:
+    """The arguments of ``commits``, ``heartbeats`` and ``rebalance``: --grpc, --group-prefix, sessions, output."""
+    add_grpc_arguments(parser)
+    parser.add_argument("--group-prefix", type=topic_name, default=prefix, metavar="NAME",
+                        help=f"groups are named PREFIX-<run id>[-<client>] (default: {prefix})")
+    parser.add_argument("--session-timeout-ms", type=session_timeout, default=10_000, metavar="MS",
+                        help="session timeout of the members (default: 10000; the broker's minimum is 6000)")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+
+
+def session_timeout(text: str) -> int:
+    value = positive_int(text)
+    if value < MIN_SESSION_TIMEOUT_MS:
+        raise argparse.ArgumentTypeError(f"expected at least {MIN_SESSION_TIMEOUT_MS} (the broker's minimum), got {value}")
+    return value
 
 
 class Member:

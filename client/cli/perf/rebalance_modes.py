@@ -42,9 +42,10 @@ from kazoo.exceptions import NoNodeError
 
 from rill.client.admin import AdminClient, error_name
 from rill.client.cli.common import CliError, info, positive_float, positive_int, topic_name
-from rill.client.cli.perf import report
-from rill.client.cli.perf_group_members import CLIENT_ID, create_group, run_id
-from rill.client.cli.perf_modes import common_arguments, ratio, ratio_text, start_zk, stop_zk, wait_cluster
+from rill.client.cli.perf.group_members import CLIENT_ID, create_group, run_id
+from rill.client.cli.perf.mode_comparison import (comparison_arguments, ratio, ratio_text, start_zk, stop_zk,
+                                                  wait_cluster)
+from rill.client.cli.perf.report import report
 from rill.client.consumer import Consumer, MemberEvicted
 from rill.client.simple import SimpleConsumer, SimpleProducer
 from rill.client.zookeeper import ZkConsumer
@@ -58,10 +59,11 @@ SETUP_TIMEOUT_S = 30.0
 Key = tuple[Any, ...]  # (topic, partition) natively; (topic, broker id, broker partition) in ZooKeeper
 
 
-def add_parser(kinds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_parsers(kinds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``rebalance-modes`` to ``rill perf``'s subcommands."""
     p = kinds.add_parser("rebalance-modes", help="time for a new group to own and fetch every partition: native "
                                                  "coordinator vs ZooKeeper (0.7)")
-    common_arguments(p, "perf-modes")
+    comparison_arguments(p, "perf-modes")
     p.add_argument("--topic-prefix", type=topic_name, default="perf-rebalance-modes", metavar="NAME",
                    help="topics are PREFIX-0 .. PREFIX-<topics - 1> (default: perf-rebalance-modes)")
     p.add_argument("--topics", type=positive_int, default=8, metavar="N", help="topics (default: 8)")

@@ -24,7 +24,8 @@ from typing import Any
 
 from rill.client.cli.common import (CliError, add_broker_arguments, info, non_negative_int, positive_int,
                                     topic_name)
-from rill.client.cli.perf import MB, PROGRESS_INTERVAL, ensure_topic, report
+from rill.client.cli.perf.broker_requests import ensure_topic
+from rill.client.cli.perf.report import MB, PROGRESS_INTERVAL, report
 from rill.client.producer import Producer, SendResponse
 from rill.client.producer.future import MESSAGE_OVERHEAD
 from rill.client.simple import SimpleConsumer

@@ -31,17 +31,18 @@ import uuid
 from typing import Any
 
 from rill.client.cli.common import CliError, add_broker_arguments, info, positive_float, positive_int, topic_name
-from rill.client.cli.perf import ensure_topic, percentile, produce_frames, report
+from rill.client.cli.perf.broker_requests import ensure_topic, produce_frames
+from rill.client.cli.perf.report import MB, percentile, report
 from rill.client.connection import BrokerConnection
 from rill.client.consumer import Consumer, TopicPartition
 from rill.client.errors import error_for_code
 from rill.client.protocol import requests as rq
-from rill.client.simple import SimpleConsumer
+from rill.client.producer import Producer
+from rill.client.simple import SimpleConsumer, SimpleProducer
 
 __all__ = ["add_parsers"]
 
 STAMP = struct.Struct(">q")
-MB = 1_000_000
 
 
 def add_parsers(kinds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -185,8 +186,6 @@ def _producer_main(host: str, port: int, topic: str, rate: int, count: int, size
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))  # quiet child
     padding = b"\0" * max(0, size - STAMP.size)
     if kind == "producer":
-        from rill.client.producer import Producer
-
         with Producer(bootstrap_servers=f"{host}:{port}", linger_ms=0) as producer:
             producer.send(topic, b"warm-up", partition=0).wait(30)  # metadata and connection before the clock
             start.wait()
@@ -196,8 +195,6 @@ def _producer_main(host: str, port: int, topic: str, rate: int, count: int, size
                 producer.send(topic, STAMP.pack(time.monotonic_ns()) + padding, partition=0)
             producer.flush()
     else:
-        from rill.client.simple import SimpleProducer
-
         with SimpleProducer(host, port) as simple:
             simple.connect()
             start.wait()

@@ -1,22 +1,22 @@
-"""``rill perf commit-modes|rebalance-modes``: the native coordinator against ZooKeeper (0.7) mode.
+"""``rill perf commit-modes``: offsets committed per second, native coordinator against ZooKeeper (0.7).
 
-Each command runs **both** modes in one invocation, on the same brokers and the same
-ZooKeeper, and prints both figures and their ratio (native / ZooKeeper for rates,
-ZooKeeper / native for times), so the ratio comes from one run on one machine state.
+It runs **both** modes in one invocation, on the same brokers and the same ZooKeeper,
+and prints both figures and their ratio (native / ZooKeeper), so the ratio comes from
+one run on one machine state (as ``rill perf rebalance-modes`` does, see
+:mod:`rill.client.cli.perf.rebalance_modes`; both use
+:mod:`rill.client.cli.perf.mode_comparison`).
 
-- ``commit-modes``: partition offsets committed per second. Native: ``--clients``
-  registered members (a group each, as ``rill perf commits`` does) send CommitOffsets
-  for ``--partitions`` partitions per call to the coordinator, which appends them to
-  its offsets log (one fsync per call, shared between concurrent calls). ZooKeeper:
-  ``--clients`` ZooKeeper sessions (a group each) write the same partitions' offsets
-  the 0.7 way, one ``setData`` per partition under
-  ``/consumers/[group]/offsets/[topic]/[broker-partition]``, pipelined
-  (:meth:`ZkGroup.write_offsets`). Offsets alternate between 0 and the end of one
-  message, so every native commit passes the boundary check. The groups are chosen so
-  that the broker at ``--grpc`` coordinates them and holds the topic, so the native
-  figure is one broker's coordinator without forwarding. Counted: calls x partitions
-  per call, for calls that succeeded.
-- ``rebalance-modes``: see :mod:`rill.client.cli.perf_modes_rebalance`.
+Native: ``--clients`` registered members (a group each, as ``rill perf commits`` does)
+send CommitOffsets for ``--partitions`` partitions per call to the coordinator, which
+appends them to its offsets log (one fsync per call, shared between concurrent calls).
+ZooKeeper: ``--clients`` ZooKeeper sessions (a group each) write the same partitions'
+offsets the 0.7 way, one ``setData`` per partition under
+``/consumers/[group]/offsets/[topic]/[broker-partition]``, pipelined
+(:meth:`ZkGroup.write_offsets`). Offsets alternate between 0 and the end of one
+message, so every native commit passes the boundary check. The groups are chosen so
+that the broker at ``--grpc`` coordinates them and holds the topic, so the native
+figure is one broker's coordinator without forwarding. Counted: calls x partitions per
+call, for calls that succeeded.
 
 Groups carry a random run id; everything a run creates is removed at the end (native
 members leave their ephemeral groups, the ZooKeeper groups are deleted), except the
@@ -29,16 +29,15 @@ import argparse
 import time
 from collections.abc import Callable, Sequence
 
-from kazoo.client import KazooClient
-
 from rill.client.admin import AdminClient, error_name
 from rill.client.cli.common import CliError, positive_float, positive_int, topic_name
-from rill.client.cli.groups import add_grpc_arguments
-from rill.client.cli.perf import report
-from rill.client.cli.perf_group_members import (CLIENT_ID, SETUP_HEARTBEAT_S, Member, MemberLoop, Timed, check_loops,
+from rill.client.cli.perf.commit_client import CommitClient, data_plane
+from rill.client.cli.perf.group_members import (CLIENT_ID, SETUP_HEARTBEAT_S, Member, MemberLoop, Timed, check_loops,
                                                 ensure_topic, latency_figures, leave_all, run_id,
                                                 stop_loops, wait_stable)
-from rill.client.cli.perf_groups import CommitClient, data_plane
+from rill.client.cli.perf.mode_comparison import (comparison_arguments, ratio, ratio_text, start_zk, stop_zk,
+                                                  wait_cluster)
+from rill.client.cli.perf.report import report
 from rill.client.simple import SimpleProducer
 from rill.client.zookeeper.group import ZkGroup
 from rill.client.zookeeper.streams import PartitionKey
@@ -47,12 +46,10 @@ PLACEMENT_TRIES = 200  # group names tried per client to find one the --grpc bro
 
 
 def add_parsers(kinds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``commit-modes`` and ``rebalance-modes`` to ``rill perf``'s subcommands."""
-    from rill.client.cli import perf_modes_rebalance
-
+    """Add ``commit-modes`` to ``rill perf``'s subcommands."""
     commits = kinds.add_parser("commit-modes", help="partition offsets committed per second: native coordinator "
                                                     "vs ZooKeeper (0.7), same partitions and clients")
-    common_arguments(commits, "perf-modes")
+    comparison_arguments(commits, "perf-modes")
     commits.add_argument("-t", "--topic", type=topic_name, default="perf-commit-modes",
                          help="topic whose offsets are committed, created if missing on the --grpc broker "
                               "(default: perf-commit-modes)")
@@ -67,61 +64,6 @@ def add_parsers(kinds: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     commits.add_argument("--heartbeat-interval-ms", type=positive_int, default=1000, metavar="MS",
                          help="native members heartbeat this often between commits (default: 1000)")
     commits.set_defaults(run=run_commit_modes, broker=None)
-    perf_modes_rebalance.add_parser(kinds)
-
-
-def common_arguments(parser: argparse.ArgumentParser, prefix: str) -> None:
-    add_grpc_arguments(parser)
-    parser.add_argument("--zookeeper", required=True, metavar="HOST:PORT[/CHROOT]",
-                        help="the ZooKeeper the brokers are registered in (zookeeper.connect)")
-    parser.add_argument("--group-prefix", type=topic_name, default=prefix, metavar="NAME",
-                        help=f"groups are named PREFIX-<mode>-<run id>-... (default: {prefix})")
-    parser.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
-    parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
-
-
-def ratio(numerator: float, denominator: float) -> float | None:
-    return numerator / denominator if denominator > 0 else None
-
-
-def ratio_text(value: float | None) -> str:
-    """``12.3x``; three significant digits below 10 (``0.0123x``)."""
-    if value is None:
-        return "n/a (a figure is 0)"
-    return f"{value:,.1f}x" if value >= 10 else f"{value:.3g}x"
-
-
-def start_zk(connect: str, timeout: float) -> KazooClient:
-    """A started KazooClient; raises CliError when ZooKeeper does not answer within ``timeout`` s."""
-    zk = KazooClient(hosts=connect, timeout=timeout)
-    try:
-        zk.start(timeout=timeout)
-    except Exception as exc:  # kazoo's timeout and connection errors
-        zk.close()
-        raise CliError(f"cannot connect to ZooKeeper at {connect}: {exc or type(exc).__name__}") from exc
-    return zk
-
-
-def wait_cluster(admin: AdminClient, zk: KazooClient, timeout: float = 30.0) -> None:
-    """Wait until the broker at ``admin`` sees every broker registered in ZooKeeper (group placement
-    depends on that view: a broker that has not seen another yet would place groups differently)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        registered = {int(b) for b in zk.get_children("/brokers/ids")} if zk.exists("/brokers/ids") else set()
-        seen = {b.broker_id for b in admin.describe_cluster().brokers}
-        if registered and seen == registered:
-            return
-        if time.monotonic() > deadline:
-            raise CliError(f"the broker sees brokers {sorted(seen)}, ZooKeeper lists {sorted(registered)}, "
-                           f"after {timeout:.0f} s")
-        time.sleep(0.1)
-
-
-def stop_zk(zk: KazooClient) -> None:
-    try:
-        zk.stop()
-    finally:
-        zk.close()
 
 
 # ---------------------------------------------------------------- native
@@ -288,3 +230,6 @@ def data_plane_of(args: argparse.Namespace, admin: AdminClient, broker_id: int) 
         if broker.broker_id == broker_id:
             return broker.host or args.grpc.rsplit(":", 1)[0], int(broker.port)
     return data_plane(args, admin)
+
+
+__all__ = ["add_parsers", "run_commit_modes"]

@@ -1,4 +1,4 @@
-"""``rill perf commits|heartbeats|rebalance``: benchmarks of a broker's gRPC group coordinator.
+"""``rill perf commits|heartbeats``: throughput and latency of a broker's gRPC group coordinator.
 
 Each talks gRPC to one broker (``--grpc HOST:PORT``), gives every client thread its own
 channel, prints its figures (text on stderr, or one JSON object on stdout with
@@ -23,18 +23,10 @@ names carry a random run id, so runs never meet each other's groups.
 - ``heartbeats``: registers ``--members`` members in one group (no topics), then
   ``--clients`` threads heartbeat them round-robin, one call at a time each, as fast
   as they can; every answer must be NONE.
-- ``rebalance``: creates a topic and a group, brings ``--members`` members in (each a
-  thread running the seed 003 loop: register, heartbeat every
-  ``--heartbeat-interval-ms``, re-register with its id on REBALANCE_IN_PROGRESS) and
-  waits until the group is stable. Each round then has one member leave (LeaveGroup;
-  the others rebalance, timed as ``leave``) and a new member join: the figure is the
-  time from the new member's RegisterConsumer call until every member, old and new,
-  holds its assignment of the new generation (its RegisterConsumer of that generation
-  has returned). Members learn of a rebalance from their next heartbeat, so the
-  heartbeat interval bounds how soon they re-register. Every stable assignment is
-  checked: each partition owned by exactly one member.
 
-Latencies are round trips measured by the client (nearest-rank percentiles).
+``rill perf rebalance`` (:mod:`rill.client.cli.perf.rebalance`) shares the members and
+their helpers (:mod:`rill.client.cli.perf.group_members`). Latencies are round trips
+measured by the client (nearest-rank percentiles).
 """
 
 from __future__ import annotations
@@ -47,25 +39,21 @@ import grpc
 
 from rill.client.admin import AdminClient, error_name
 from rill.client.cli.common import CliError, positive_float, positive_int, topic_name
-from rill.client.cli.groups import add_grpc_arguments
-from rill.client.cli.perf import report
-from rill.client.cli.perf_group_members import (
+from rill.client.cli.perf.commit_client import CommitClient, data_plane
+from rill.client.cli.perf.group_members import (
     CLIENT_ID, SETUP_HEARTBEAT_S, Member, MemberLoop, Timed, check_loops, closed, create_group, ensure_topic,
-    latency_figures, leave_all, rpc, run_id, stop_loops, wait_stable,
+    group_arguments, latency_figures, leave_all, rpc, run_id, stop_loops, wait_stable,
 )
-from rill.client.cli.perf_rebalance import run_rebalance
-from rill.client.connection import parse_address
+from rill.client.cli.perf.report import report
 from rill.client.simple import SimpleProducer
 from rill.v1 import coordinator_pb2 as pb
 from rill.v1 import coordinator_pb2_grpc as pb_grpc
 
-MIN_SESSION_TIMEOUT_MS = 6000  # the broker's default group.min.session.timeout.ms
-
 
 def add_parsers(kinds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``commits``, ``heartbeats`` and ``rebalance`` to ``rill perf``'s subcommands."""
+    """Add ``commits`` and ``heartbeats`` to ``rill perf``'s subcommands."""
     commits = kinds.add_parser("commits", help="CommitOffsets throughput and latency (gRPC coordinator)")
-    _common(commits, "perf-commits")
+    group_arguments(commits, "perf-commits")
     commits.add_argument("-t", "--topic", type=topic_name, default="perf-commits",
                          help="topic to commit offsets of, created if missing (default: perf-commits)")
     commits.add_argument("--partitions", type=positive_int, default=100, metavar="N",
@@ -84,124 +72,15 @@ def add_parsers(kinds: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     commits.set_defaults(run=run_commits)
 
     beats = kinds.add_parser("heartbeats", help="Heartbeat throughput and latency (gRPC coordinator)")
-    _common(beats, "perf-heartbeats")
+    group_arguments(beats, "perf-heartbeats")
     beats.add_argument("--members", type=positive_int, default=32, metavar="N", help="members of the group (default: 32)")
     beats.add_argument("--clients", type=positive_int, default=4, metavar="N",
                        help="client threads heartbeating the members round-robin, each on its own channel (default: 4)")
     beats.add_argument("--seconds", type=positive_float, default=10.0, help="duration (default: 10)")
     beats.set_defaults(run=run_heartbeats)
 
-    rebalance = kinds.add_parser("rebalance", help="time for a group to rebalance when a member joins")
-    _common(rebalance, "perf-rebalance")
-    rebalance.add_argument("-t", "--topic", type=topic_name, default="perf-rebalance",
-                           help="topic the group consumes, created if missing (default: perf-rebalance)")
-    rebalance.add_argument("--partitions", type=positive_int, default=256, metavar="N",
-                           help="partitions of the topic (default: 256); an existing topic must have this many")
-    rebalance.add_argument("--members", type=positive_int, default=32, metavar="N", help="group size (default: 32)")
-    rebalance.add_argument("--rounds", type=positive_int, default=5, metavar="N",
-                           help="rounds of one member leaving and one joining (default: 5)")
-    rebalance.add_argument("--heartbeat-interval-ms", type=positive_int, default=20, metavar="MS",
-                           help="each member heartbeats this often (default: 20)")
-    rebalance.add_argument("--strategy", choices=("range", "roundrobin", "sticky"), default="range")
-    rebalance.add_argument("--stable-timeout", type=positive_float, default=60.0, metavar="SECONDS",
-                           help="give up if the group is not stable this long after a change (default: 60)")
-    rebalance.set_defaults(run=run_rebalance)
-
-
-def _common(parser: argparse.ArgumentParser, prefix: str) -> None:
-    add_grpc_arguments(parser)
-    parser.add_argument("--group-prefix", type=topic_name, default=prefix, metavar="NAME",
-                        help=f"groups are named PREFIX-<run id>[-<client>] (default: {prefix})")
-    parser.add_argument("--session-timeout-ms", type=session_timeout, default=10_000, metavar="MS",
-                        help="session timeout of the members (default: 10000; the broker's minimum is 6000)")
-    parser.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
-    parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
-
-
-def session_timeout(text: str) -> int:
-    value = positive_int(text)
-    if value < MIN_SESSION_TIMEOUT_MS:
-        raise argparse.ArgumentTypeError(f"expected at least {MIN_SESSION_TIMEOUT_MS} (the broker's minimum), got {value}")
-    return value
-
 
 # ---------------------------------------------------------------- commits
-
-
-class CommitClient:
-    """One member committing its partitions in a loop (and heartbeating between commits)."""
-
-    def __init__(self, member: Member, ends: dict[int, int], heartbeat_interval: float) -> None:
-        self.member = member
-        self.ends = ends
-        self.heartbeat_interval = heartbeat_interval
-        self.calls = 0
-        self.offsets = 0
-        self.errors = 0
-        self.heartbeats = 0
-        self.rejoins = 0
-        self.samples: list[int] = []
-        self.requests: list[pb.CommitOffsetsRequest] = []
-
-    def prepare(self) -> None:
-        """The two requests it alternates between (offsets 0, offsets at the message's end)."""
-        m = self.member
-        self.requests = [pb.CommitOffsetsRequest(
-            client_id=CLIENT_ID, consumer_group=m.group, consumer_id=m.consumer_id, generation=m.generation,
-            offsets=[pb.PartitionOffset(topic=t, partition=p, offset=self.ends[p] if end else 0)
-                     for t, p in m.partitions]) for end in (False, True)]
-
-    def run(self, deadline: Callable[[], float]) -> None:
-        m, stub, timeout = self.member, self.member.stub.CommitOffsets, self.member.timeout
-        self.prepare()
-        next_beat = time.perf_counter() + self.heartbeat_interval
-        i = 0
-        end = deadline()
-        while True:
-            now = time.perf_counter()
-            if now >= end:
-                return
-            if now >= next_beat:
-                self.heartbeats += 1
-                next_beat = now + self.heartbeat_interval
-                if m.heartbeat() != pb.NONE:
-                    self._rejoin()
-                    continue
-            request = self.requests[i & 1]
-            i += 1
-            t0 = time.perf_counter_ns()
-            try:
-                response = stub(request, timeout=timeout)
-            except grpc.RpcError as exc:
-                raise closed(m.address, exc) from exc
-            self.samples.append(time.perf_counter_ns() - t0)
-            if response.error_code == pb.NONE:
-                self.calls += 1
-                self.offsets += len(request.offsets)
-            else:
-                self.errors += 1
-                self._rejoin()
-
-    def _rejoin(self) -> None:
-        self.rejoins += 1
-        self.member.register()
-        self.prepare()
-
-
-def data_plane(args: argparse.Namespace, admin: AdminClient) -> tuple[str, int]:
-    if args.broker:
-        try:
-            return parse_address(args.broker)
-        except ValueError as exc:
-            raise CliError(f"--broker: {exc}", 2) from None
-    brokers = admin.describe_cluster().brokers
-    if not brokers:
-        raise CliError("DescribeCluster named no broker: give the data-plane address with --broker")
-    try:
-        host = parse_address(args.grpc)[0]
-    except ValueError as exc:
-        raise CliError(f"--grpc: {exc}", 2) from None
-    return host, int(brokers[0].port)
 
 
 def run_commits(args: argparse.Namespace) -> int:
@@ -347,4 +226,4 @@ def run_heartbeats(args: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["Member", "MemberLoop", "add_parsers", "run_commits", "run_heartbeats", "run_rebalance"]
+__all__ = ["HeartbeatClient", "add_parsers", "run_commits", "run_heartbeats"]

@@ -1,0 +1,34 @@
+"""``rill perf``: benchmarks of the broker, the coordinator and the client APIs.
+
+One module per harness, named for what it measures:
+
+- :mod:`.broker_throughput`: ``produce`` (broker ingest with pipelined, pre-encoded
+  acknowledged produces) and ``consume`` (read and CRC-check every message).
+- :mod:`.produce_latency`: ``latency``, the round trip of single-message acknowledged
+  produces, one at a time.
+- :mod:`.crc_speed`: ``crc``, crcmod's CRC-32 against zlib's.
+- :mod:`.coordinator_calls`: ``commits`` and ``heartbeats`` against the gRPC group
+  coordinator; :mod:`.rebalance`: ``rebalance``, how long a group takes to rebalance.
+- :mod:`.producer_api`: ``producer-api``, the Producer API's send() and send_many().
+- :mod:`.poll_consumer`: ``consumer-api`` and ``e2e``, the poll() consumer's
+  throughput and produce-to-poll latency.
+- :mod:`.commit_modes` and :mod:`.rebalance_modes`: ``commit-modes`` and
+  ``rebalance-modes``, the native coordinator against ZooKeeper (0.7) mode in one run.
+- :mod:`.broker_limits`: ``connections``, ``large-requests``, ``partitions`` and
+  ``scrub``, on brokers of their own.
+
+The harnesses share :mod:`.report` (figures as text or ``--json``, percentiles),
+:mod:`.broker_requests` (data-plane arguments, topic, pre-encoded produces),
+:mod:`.group_members`, :mod:`.commit_client` and :mod:`.mode_comparison`. Imports go one
+way: :mod:`.command` (the ``rill perf`` dispatcher) imports the harnesses, the harnesses
+import the shared helpers, and nothing imports back.
+
+Figures go to stderr as text, or to stdout as one JSON object with ``--json``. Every
+report ends with the command that produced it. MB means 10^6 bytes.
+"""
+
+from __future__ import annotations
+
+from rill.client.cli.perf.command import add_parser
+
+__all__ = ["add_parser"]
