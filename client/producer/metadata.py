@@ -13,6 +13,11 @@ partition 0 (a *probe*), which makes the broker auto-create it with its own
 set; then metadata is asked again. Messages waiting for a topic whose partitions stay
 unknown for ``request.timeout.ms``, or that the broker will not create, fail.
 
+With ``zookeeper.connect``, the brokers and partitions come from a
+:class:`MetadataSource` instead (the ZooKeeper registry,
+rill.client.zookeeper.producer_metadata): it gives the send thread an updater of its
+own, which derives the metadata without METADATA requests and probes as above.
+
 Not thread-safe: the send thread only (:class:`ProducerMetadata` too, as any
 :class:`~rill.client.metadata.ClusterMetadata`).
 """
@@ -20,7 +25,7 @@ Not thread-safe: the send thread only (:class:`ProducerMetadata` too, as any
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import structlog
 
@@ -37,10 +42,31 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 
-__all__ = ["ProducerMetadata", "MetadataUpdater"]
+__all__ = ["MetadataSource", "MetadataUpdater", "ProducerMetadata", "UpdaterFactory"]
 
 Connect = Callable[[Address, float], float]  # start connecting (address, now); return when to look again
 Send = Callable[[BrokerLink, Kind, Sequence[bytes | memoryview], float, list[str]], None]  # queue and write
+# how the Sender makes its updater: MetadataUpdater itself, or a source's (MetadataSource.updater)
+UpdaterFactory = Callable[[RecordAccumulator, "ProducerMetadata", "SenderConfig", Mapping[Address, BrokerLink],
+                           Connect, Send], "MetadataUpdater"]
+
+
+class MetadataSource(Protocol):
+    """Where a producer learns brokers and partitions instead of asking brokers for METADATA.
+
+    The Producer makes one when ``zookeeper.connect`` is set (the ZooKeeper registry,
+    rill.client.zookeeper.producer_metadata.ZkRegistrySource) and owns it: it asks it
+    once for the send thread's updater and closes it after the send thread has ended.
+    """
+
+    def updater(self, wakeup: Callable[[], None]) -> UpdaterFactory:
+        """The factory the Sender makes its updater with; ``wakeup`` wakes the send thread
+        (the source calls it when what it knows changes)."""
+        ...
+
+    def close(self) -> None:
+        """Let go of what it holds (sessions, watches)."""
+        ...
 
 
 class ProducerMetadata(ClusterMetadata):

@@ -35,12 +35,11 @@ from rill.client.producer.audit import AuditEmitter, AuditLedger
 from rill.client.producer.errors import ProducerClosed, ProducerTimeout
 from rill.client.producer.future import MESSAGE_OVERHEAD, BatchResult, SendResponse
 from rill.client.producer.partitioner import partitioner_for
-from rill.client.producer.metadata import MetadataUpdater, ProducerMetadata
+from rill.client.producer.metadata import MetadataSource, MetadataUpdater, ProducerMetadata, UpdaterFactory
 from rill.client.producer.sender import Sender, SenderConfig
 from rill.client.protocol import requests as rq
 from rill.client.protocol.messages import CODEC_GZIP, CODEC_NONE
 from rill.client.topics import is_valid_topic, validate_topic
-from rill.client.zookeeper.producer_metadata import ZkRegistrySource
 
 __all__ = ["Producer", "SETTINGS"]
 
@@ -113,6 +112,18 @@ def _to_bytes(value: Any, what: str) -> bytes:
     raise TypeError(f"a {what} must be bytes or str, not {type(value).__name__} (or set {what}.serializer)")
 
 
+def _zookeeper_source(connect: str, session_timeout: float, connect_timeout: float) -> MetadataSource:
+    """The ZooKeeper registry as the producer's metadata source (``zookeeper.connect``).
+
+    Imported here, the one place that makes it, rather than at the top: the ZooKeeper
+    source builds on this package (its updater is a MetadataUpdater), so rill.client.producer
+    does not depend on rill.client.zookeeper, and a producer without ZooKeeper does not load it.
+    """
+    from rill.client.zookeeper.producer_metadata import ZkRegistrySource
+
+    return ZkRegistrySource(connect, session_timeout, connect_timeout)
+
+
 def _closer(ref: weakref.ReferenceType[Producer], timeout: float) -> Callable[[], None]:
     """An atexit hook: a producer still open when the interpreter exits sends what it holds
     (for up to ``request.timeout.ms``) instead of dropping it with its daemon send thread."""
@@ -151,13 +162,13 @@ class Producer:
         self._acc = RecordAccumulator(
             batch_size=c["batch.size"], linger=c["linger.ms"] / 1000, buffer_memory=c["buffer.memory"],
             max_block=c["max.block.ms"] / 1000, request_timeout=request_timeout, partitioner=self._partitioner)
-        self._zookeeper: ZkRegistrySource | None = None
-        metadata: Callable[..., MetadataUpdater] = MetadataUpdater
+        self._metadata_source: MetadataSource | None = None
+        metadata: UpdaterFactory = MetadataUpdater
         bootstrap = c["bootstrap.servers"]
         if c["zookeeper.connect"]:
-            self._zookeeper = ZkRegistrySource(c["zookeeper.connect"], c["zookeeper.session.timeout.ms"] / 1000,
-                                               request_timeout)
-            metadata = self._zookeeper.updater(lambda: self._sender.wakeup())
+            self._metadata_source = _zookeeper_source(c["zookeeper.connect"], c["zookeeper.session.timeout.ms"] / 1000,
+                                                      request_timeout)
+            metadata = self._metadata_source.updater(lambda: self._sender.wakeup())
             bootstrap = []
         self._audit = self._audit_emitter()
         self._sender = Sender(self._acc, ProducerMetadata(bootstrap), SenderConfig(
@@ -360,8 +371,8 @@ class Producer:
         self._sender.stop(ProducerClosed("the producer was closed before these messages were acknowledged"))
         if not in_sender:
             self._sender.thread.join()
-        if self._zookeeper is not None:
-            self._zookeeper.close()
+        if self._metadata_source is not None:
+            self._metadata_source.close()
         log.info("producer.closed", client_id=self.client_id)
 
     def _close_audit(self, timeout: float | None) -> None:

@@ -39,7 +39,7 @@ from rill.client.errors import ConnectionClosed
 from rill.client.producer.accumulator import ProducerBatch, RecordAccumulator
 from rill.client.producer.errors import ProducerClosed, ProducerTimeout
 from rill.client.producer.in_flight import Address, BrokerLink, InFlight, Kind, SocketState, next_deadline
-from rill.client.producer.metadata import MetadataUpdater, ProducerMetadata
+from rill.client.producer.metadata import MetadataUpdater, ProducerMetadata, UpdaterFactory
 from rill.client.producer.outcomes import BatchOutcomes, run_callbacks
 from rill.client.protocol import requests as rq
 from rill.client.protocol.framing import DecodeError
@@ -71,7 +71,7 @@ class Sender:
     """The background thread that sends the accumulator's batches (see the module doc)."""
 
     def __init__(self, accumulator: RecordAccumulator, cluster: ProducerMetadata, config: SenderConfig,
-                 metadata: Callable[..., MetadataUpdater] = MetadataUpdater,
+                 metadata: UpdaterFactory = MetadataUpdater,
                  audit: Callable[[ProducerBatch], None] | None = None) -> None:
         self.acc = accumulator
         self.cluster = cluster

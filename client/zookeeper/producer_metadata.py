@@ -19,13 +19,16 @@ went to on its broker is logged and is the pair at that number (:meth:`ZkTopicLa
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import structlog
 from kazoo.client import KazooClient
 
-from rill.client.producer.metadata import MetadataUpdater
+from rill.client.producer.accumulator import RecordAccumulator
+from rill.client.producer.in_flight import Address, BrokerLink
+from rill.client.producer.metadata import Connect, MetadataUpdater, ProducerMetadata, Send, UpdaterFactory
+from rill.client.producer.sender import SenderConfig
 from rill.client.protocol import requests as rq
 from rill.client.zookeeper.registry import ClusterSnapshot, RegistryView, parse_partition_name
 
@@ -91,7 +94,8 @@ class ZkMetadataUpdater(MetadataUpdater):
 
 
 class ZkRegistrySource:
-    """The kazoo session and registry view a ZooKeeper-aware producer owns."""
+    """The kazoo session and registry view a ZooKeeper-aware producer owns: its
+    :class:`~rill.client.producer.metadata.MetadataSource`."""
 
     def __init__(self, connect: str, session_timeout_s: float, connect_timeout_s: float) -> None:
         self.connect = connect
@@ -105,12 +109,14 @@ class ZkRegistrySource:
             raise
         self.layout = ZkTopicLayout()
 
-    def updater(self, wakeup: Callable[[], None]) -> Callable[..., MetadataUpdater]:
+    def updater(self, wakeup: Callable[[], None]) -> UpdaterFactory:
         """The Sender's metadata factory; registry changes call ``wakeup``."""
         self.registry.add_listener(lambda _snapshot: wakeup())
 
-        def make(*args: Any) -> MetadataUpdater:
-            return ZkMetadataUpdater(*args, registry=self.registry, layout=self.layout)
+        def make(accumulator: RecordAccumulator, cluster: ProducerMetadata, config: SenderConfig,
+                 links: Mapping[Address, BrokerLink], connect: Connect, send: Send) -> MetadataUpdater:
+            return ZkMetadataUpdater(accumulator, cluster, config, links, connect, send, registry=self.registry,
+                                     layout=self.layout)
         return make
 
     def close(self) -> None:

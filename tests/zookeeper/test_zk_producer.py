@@ -9,7 +9,7 @@ from pathlib import Path
 from rill.client.producer import Producer
 from rill.client.protocol import requests as rq
 from rill.client.simple import SimpleConsumer
-from rill.client.zookeeper.producer_metadata import ZkTopicLayout
+from rill.client.zookeeper.producer_metadata import ZkRegistrySource, ZkTopicLayout
 from rill.client.zookeeper.registry import BrokerRegistration, ClusterSnapshot
 from tests.zookeeper.test_broker_registration import wait_for, zk_broker
 
@@ -81,7 +81,9 @@ def test_producer_keeps_sending_when_a_broker_goes(tmp_path: Path, zk_connect: s
         with Producer(zookeeper_connect=zk_connect, linger_ms=1, retries=5) as producer:
             assert producer.send("steady", b"before").get_error(timeout=10) is None
             b2.close()
-            layout = producer._zookeeper.layout  # type: ignore[union-attr]
+            source = producer._metadata_source
+            assert isinstance(source, ZkRegistrySource)
+            layout = source.layout
 
             def only_broker_1_used() -> bool:
                 # the send thread applies a registry change after the registry sees it: a message
