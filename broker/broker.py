@@ -59,9 +59,8 @@ class Broker:
             self.logs.close()
             raise
         self.handlers = RequestHandlers(
-            self.server, self.logs, self.logs.flusher,
-            auto_create=config["auto.create.topics.enable"], max_wait_ms=config["fetch.max.wait.ms"],
-            cluster=self.cluster)
+            self.server, self.logs, self.logs.flusher, self.cluster,
+            auto_create=config["auto.create.topics.enable"], max_wait_ms=config["fetch.max.wait.ms"])
         self.server.handle = self.handlers
         self.zookeeper: ZkRegistration | None = None
         self.registry: RegistryView | None = None  # the cluster as ZooKeeper lists it (with zookeeper.connect)

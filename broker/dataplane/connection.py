@@ -4,8 +4,8 @@ Responses leave in the order their requests arrived (the 0.7 protocol has no
 correlation ids). Each request that has a response takes a :class:`Slot` in the
 connection's queue when it is read; a slot is filled at once or later (a long poll,
 an fsync acknowledgement), and the writer sends slots from the head as they become
-ready. Parts are ``bytes`` or file slices (objects with ``file``, ``position`` and
-``length``), which go out with ``os.sendfile`` straight from the page cache.
+ready. Parts are ``bytes`` or :class:`~rill.broker.log.results.FileSlice` ranges of segment
+files, which go out with ``os.sendfile`` straight from the page cache.
 
 Memory: a connection owns no receive buffer. Reads go into the server's shared buffer
 and only the bytes of an incomplete frame stay behind (dropped when it completes). A
@@ -30,11 +30,12 @@ import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any, Protocol
+from typing import Any
 
 import structlog
 
 from rill.broker.dataplane.request_memory import RequestMemory
+from rill.broker.log.results import FileSlice
 from rill.client.protocol.framing import DecodeError, FrameDecoder
 
 log = structlog.get_logger(__name__)
@@ -42,13 +43,7 @@ log = structlog.get_logger(__name__)
 MAX_PENDING_SLOTS = 1024  # stop reading a connection whose responses are not being read
 
 
-class FileSliceLike(Protocol):
-    file: Any
-    position: int
-    length: int
-
-
-Part = bytes | FileSliceLike
+Part = bytes | FileSlice  # a response part: bytes to write, or a segment file's range to sendfile
 
 
 class Slot:
@@ -244,7 +239,9 @@ class Connection:
         except (BlockingIOError, InterruptedError):
             return None
 
-    def _sendfile(self, part: FileSliceLike) -> int | None:
+    def _sendfile(self, part: FileSlice) -> int | None:
+        if part.file is None:  # only an empty slice has no file, and the codec never emits one
+            raise OSError(f"a fetch slice of {part.length} bytes at {part.offset} has no file")
         try:
             sent = os.sendfile(self.fd, part.file.fileno(), part.position + self._out_pos,
                                part.length - self._out_pos)

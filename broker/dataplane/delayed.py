@@ -14,31 +14,30 @@ flusher thread through ``server.call_soon_threadsafe``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import structlog
 
 from rill.broker.dataplane.connection import Connection, Slot
+from rill.broker.dataplane.storage import FlushScheduler, Loop, PartitionLog
+from rill.broker.log.results import FileSlice
 from rill.client.errors import ErrorCode
+from rill.client.net.timer_heap import Timer
 from rill.client.protocol import requests as rq
+from rill.client.protocol.fetch_response import multifetch_response_parts
 
 log = structlog.get_logger(__name__)
 
 
 class ReadResult(NamedTuple):
-    """One partition's part of a fetch: an error code and a file slice (None when empty)."""
+    """One partition's part of a fetch: an error code and a file slice (None on an error or an unknown topic)."""
 
     error: int
-    slice: Any
+    slice: FileSlice | None
 
     @property
     def size(self) -> int:
         return self.slice.length if self.slice is not None else 0
-
-    def response_parts(self) -> list[Any]:
-        """The 0.7 FETCH response (also one MULTIFETCH block): header, then the slice."""
-        header = rq.response_header(self.error, self.size)
-        return [header, self.slice] if self.size else [header]
 
 
 class _Parked:
@@ -49,14 +48,14 @@ class _Parked:
         self.slot = slot
         self.fetches = fetches
         self.min_bytes = min_bytes
-        self.timer: Any = None
+        self.timer: Timer | None = None
         self.done = False
 
 
 class DelayedFetches:
     """Long-poll fetches waiting for data, keyed by (topic, partition)."""
 
-    def __init__(self, server: Any, read: Callable[[rq.FetchRequest], ReadResult]) -> None:
+    def __init__(self, server: Loop, read: Callable[[rq.FetchRequest], ReadResult]) -> None:
         self.server = server
         self.read = read
         self._waiting: dict[tuple[str, int], list[_Parked]] = {}
@@ -73,9 +72,6 @@ class DelayedFetches:
             self._waiting.setdefault((f.topic, f.partition), []).append(parked)
         parked.timer = self.server.call_later(wait_ms / 1000.0, lambda: self._complete(parked))
 
-    def waiting_count(self) -> int:
-        return sum(len(v) for v in self._waiting.values())
-
     def on_append(self, topic: str, partition: int) -> None:
         waiters = self._waiting.get((topic, partition))
         if not waiters:
@@ -91,12 +87,11 @@ class DelayedFetches:
                 self._complete(parked, results)
 
     def _complete(self, parked: _Parked, results: list[ReadResult] | None = None) -> None:
-        from rill.broker.dataplane.handlers import multifetch_parts
-
         if parked.done:
             return
         parked.done = True
-        parked.timer.cancel()
+        if parked.timer is not None:
+            parked.timer.cancel()
         for f in parked.fetches:
             key = (f.topic, f.partition)
             waiters = self._waiting.get(key)
@@ -108,15 +103,15 @@ class DelayedFetches:
             return
         if results is None:
             results = [self.read(f) for f in parked.fetches]
-        parked.slot.fill(multifetch_parts(results))
+        parked.slot.fill(multifetch_response_parts(results))
         self.server.mark_dirty(parked.conn)
 
 
 class FsyncAcks:
     """Answers one acks=fsync PRODUCE_ACK once every partition it wrote is synced."""
 
-    def __init__(self, server: Any, flusher: Any, conn: Connection, slot: Slot,
-                 results: list[tuple[rq.PartitionAck, Any]], timeout_ms: int) -> None:
+    def __init__(self, server: Loop, flusher: FlushScheduler, conn: Connection, slot: Slot,
+                 results: list[tuple[rq.PartitionAck, PartitionLog | None]], timeout_ms: int) -> None:
         self.server = server
         self.flusher = flusher
         self.conn = conn
@@ -124,7 +119,7 @@ class FsyncAcks:
         self.acks = [ack for ack, _ in results]
         self._waiting = {i: plog for i, (ack, plog) in enumerate(results) if plog is not None}
         self.timeout_ms = max(0, timeout_ms)
-        self._timer: Any = None
+        self._timer: Timer | None = None
 
     def start(self) -> None:
         if not self._waiting:
@@ -141,7 +136,7 @@ class FsyncAcks:
         plog = self._waiting.pop(i, None)
         if plog is None:
             return
-        if getattr(plog, "failed", False):
+        if plog.failed is not None:
             ack = self.acks[i]
             self.acks[i] = rq.PartitionAck(int(ErrorCode.STORAGE_ERROR), ack.partition, -1, -1)
         if not self._waiting:

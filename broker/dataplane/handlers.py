@@ -17,26 +17,32 @@ from typing import Any
 import structlog
 
 from rill.broker.cluster.cluster_view import ClusterView
-from rill.broker.dataplane.delayed import DelayedFetches, FsyncAcks, ReadResult
 from rill.broker.dataplane.connection import Connection, Slot
+from rill.broker.dataplane.server import BrokerServer
+from rill.broker.dataplane.delayed import DelayedFetches, FsyncAcks, ReadResult
+from rill.broker.dataplane.storage import FlushScheduler, PartitionLog, PartitionStore
 from rill.broker.dataplane.topic_creation import DataPlaneTopics
 from rill.client.errors import BrokerError, ErrorCode, InvalidFetchSize, InvalidRequest, UnknownTopic
 from rill.client.protocol import requests as rq
+from rill.client.protocol.fetch_response import fetch_response_parts, multifetch_response_parts
 from rill.client.topics import validate_topic
 
 log = structlog.get_logger(__name__)
 
-class RequestHandlers:
-    """Serves every request type against a LogManager."""
+Outcome = tuple[rq.PartitionAck, PartitionLog | None]  # an append's ack, and the log it went to (None: refused)
 
-    def __init__(self, server: Any, logs: Any, flusher: Any, *, auto_create: bool = True,
-                 max_wait_ms: int = 30_000, cluster: ClusterView | None = None) -> None:
+
+class RequestHandlers:
+    """Serves every request type against the broker's partitions (a :class:`PartitionStore`)."""
+
+    def __init__(self, server: BrokerServer, logs: PartitionStore, flusher: FlushScheduler, cluster: ClusterView, *,
+                 auto_create: bool = True, max_wait_ms: int = 30_000) -> None:
         self.server = server
         self.logs = logs
         self.flusher = flusher
         self.auto_create = auto_create
         self.max_wait_ms = max_wait_ms
-        self.cluster = cluster or ClusterView(logs, lambda: rq.BrokerInfo(0, str(server.host), int(server.port), 0))
+        self.cluster = cluster
         self.delayed = DelayedFetches(server, self.read)
         self.topics = DataPlaneTopics(server, logs, auto_create)
         self._round_robin: dict[str, itertools.count[int]] = {}
@@ -59,7 +65,7 @@ class RequestHandlers:
 
     # ---------------------------------------------------------------- produce
 
-    def append(self, req: rq.ProduceRequest, refused: Mapping[str, BrokerError]) -> tuple[rq.PartitionAck, Any]:
+    def append(self, req: rq.ProduceRequest, refused: Mapping[str, BrokerError]) -> Outcome:
         """Append one partition's message set: (ack, the partition's log or None on error).
 
         ``refused`` are topics whose auto-creation failed (from :meth:`DataPlaneTopics.ensure`).
@@ -87,7 +93,7 @@ class RequestHandlers:
         counter = self._round_robin.setdefault(topic, itertools.count())
         return next(counter) % int(count)
 
-    def _append_all(self, conn: Connection, produces: list[rq.ProduceRequest]) -> list[tuple[rq.PartitionAck, Any]]:
+    def _append_all(self, conn: Connection, produces: list[rq.ProduceRequest]) -> list[Outcome]:
         """Create missing topics first (may raise Deferred, before anything is appended), then append each."""
         refused = self.topics.ensure(conn, (p.topic for p in produces))
         return [self.append(p, refused) for p in produces]
@@ -129,10 +135,10 @@ class RequestHandlers:
 
     def fetch(self, conn: Connection, req: rq.FetchRequest) -> Slot:
         result = self.read(req)
-        return Slot(result.response_parts())
+        return Slot(fetch_response_parts(result.error, result.slice))
 
     def multifetch(self, conn: Connection, req: rq.MultiFetchRequest) -> Slot:
-        return Slot(multifetch_parts([self.read(f) for f in req.fetches]))
+        return Slot(multifetch_response_parts([self.read(f) for f in req.fetches]))
 
     def fetch_wait(self, conn: Connection, req: rq.FetchWaitRequest) -> Slot:
         if req.max_wait_ms < 0 or req.min_bytes < 0:
@@ -140,14 +146,14 @@ class RequestHandlers:
         results = [self.read(f) for f in req.fetches]
         wait_ms = min(req.max_wait_ms, self.max_wait_ms)
         if wait_ms == 0 or DelayedFetches.satisfied(results, req.min_bytes):
-            return Slot(multifetch_parts(results))
+            return Slot(multifetch_response_parts(results))
         slot = Slot()
         self.delayed.park(conn, slot, req.fetches, req.min_bytes, wait_ms)
         return slot
 
     # ---------------------------------------------------------------- offsets and topics
 
-    def _log_with_count(self, topic: str, partition: int, count: int, what: str) -> Any:
+    def _log_with_count(self, topic: str, partition: int, count: int, what: str) -> PartitionLog:
         """The log of a partition for a request asking for ``count`` items (never negative)."""
         validate_topic(topic)
         if count < 0:
@@ -192,13 +198,3 @@ def _metadata_row(name: str, cluster: ClusterView) -> rq.TopicMetadata:
         return rq.TopicMetadata(name, int(ErrorCode.UNKNOWN_TOPIC), ())
     return rq.TopicMetadata(name, 0, placed.leaders, placed.broker_partitions)
 
-
-def multifetch_parts(results: list[ReadResult]) -> list[Any]:
-    """The parts of a MULTIFETCH (or FETCH_WAIT) response: one block per fetch, in order."""
-    parts: list[Any] = []
-    total = 0
-    for result in results:
-        block = result.response_parts()
-        parts.extend(block)
-        total += 6 + result.size
-    return [rq.response_header(0, total), *parts]

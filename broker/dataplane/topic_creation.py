@@ -21,9 +21,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from concurrent.futures import Future
-from typing import Any
-
 from rill.broker.dataplane.connection import Connection, Deferred, Slot
+from rill.broker.dataplane.storage import Loop, PartitionStore
 from rill.client.errors import BrokerError, StorageError
 from rill.client.protocol import requests as rq
 from rill.client.topics import is_valid_topic
@@ -44,7 +43,7 @@ def as_broker_error(topic: str, exc: BaseException) -> BrokerError:
 class DataPlaneTopics:
     """CREATE_TOPIC and auto-creation for the request handlers."""
 
-    def __init__(self, server: Any, logs: Any, auto_create: bool) -> None:
+    def __init__(self, server: Loop, logs: PartitionStore, auto_create: bool) -> None:
         self.server = server
         self.logs = logs
         self.auto_create = auto_create

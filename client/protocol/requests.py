@@ -9,7 +9,8 @@ order the requests were sent; PRODUCE and MULTIPRODUCE have none.
 Server side: :func:`decode_request` turns a frame body into one of the request
 tuples below (raising DecodeError for anything malformed). Client side: the
 ``encode_*`` functions build whole frames and the ``decode_*_response`` functions
-parse response bodies (the bytes after the size field).
+parse response bodies (the bytes after the size field). Fetch responses, which the
+broker sends partly with sendfile, are encoded and decoded in fetch_response.py.
 """
 
 from __future__ import annotations
@@ -19,6 +20,10 @@ from collections.abc import Callable, Sequence
 from enum import IntEnum
 from typing import NamedTuple, Union
 
+# the fetch responses live in fetch_response.py; re-exported here, the codec's one front door
+from rill.client.protocol.fetch_response import decode_fetch_response as decode_fetch_response
+from rill.client.protocol.fetch_response import decode_multifetch_response as decode_multifetch_response
+from rill.client.protocol.fetch_response import response_header as response_header
 from rill.client.protocol.framing import INT16, INT32, INT64, DecodeError, Reader, string16
 
 
@@ -161,16 +166,6 @@ def decode_request(body: memoryview | bytes) -> tuple[int, Request]:
     request = decoder(r)
     r.expect_end()
     return kind, request
-
-
-def response_header(error: int, body_size: int) -> bytes:
-    """The 6-byte response header for a body of ``body_size`` bytes after the error code."""
-    return INT32.pack(2 + body_size) + INT16.pack(error)
-
-
-def fetch_block_header(error: int, data_size: int) -> bytes:
-    """One block of a MULTIFETCH response (the same shape as a whole FETCH response)."""
-    return response_header(error, data_size)
 
 
 def encode_offsets_response(error: int, offsets: Sequence[int]) -> bytes:
@@ -343,27 +338,6 @@ def encode_create_topic(topic: str, partitions: int) -> bytes:
 def encode_time_index(topic: str, partition: int, offset: int, max_entries: int) -> bytes:
     body = string16(topic) + INT32.pack(partition) + INT64.pack(offset) + INT32.pack(max_entries)
     return _frame(RequestType.TIME_INDEX, body)
-
-
-def decode_fetch_response(body: memoryview | bytes) -> tuple[int, memoryview]:
-    """A FETCH response body: (error, message bytes)."""
-    r = Reader(body)
-    error = r.int16()
-    return error, r.raw(r.remaining())
-
-
-def decode_multifetch_response(body: memoryview | bytes) -> tuple[int, list[tuple[int, memoryview]]]:
-    """A MULTIFETCH / FETCH_WAIT response body: (error, [(error, message bytes), ...])."""
-    r = Reader(body)
-    error = r.int16()
-    blocks = []
-    while r.remaining():
-        size = r.int32()
-        if size < 2:
-            raise DecodeError(f"fetch block of size {size}")
-        block_error = r.int16()
-        blocks.append((block_error, r.raw(size - 2)))
-    return error, blocks
 
 
 def decode_offsets_response(body: memoryview | bytes) -> tuple[int, list[int]]:

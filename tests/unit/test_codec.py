@@ -273,7 +273,7 @@ def test_fetch_response_round_trip(error: int, data: bytes) -> None:
 @given(int16s, st.lists(st.tuples(int16s, st.binary(max_size=100)), max_size=6))
 def test_multifetch_response_round_trip(error: int, blocks: list[tuple[int, bytes]]) -> None:
     """A MULTIFETCH response decodes to one (error, bytes) per block, in order."""
-    body = b"".join(rq.fetch_block_header(e, len(d)) + d for e, d in blocks)
+    body = b"".join(rq.response_header(e, len(d)) + d for e, d in blocks)
     frame = rq.response_header(error, len(body)) + body
     got_error, got = rq.decode_multifetch_response(frame[4:])
     assert got_error == error
