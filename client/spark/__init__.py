@@ -6,22 +6,18 @@
 
 or, with a session of your own, ``register(spark)``. See docs/spark.md.
 
-Spark's Python workers must run this interpreter (they import pyarrow and rill). Importing
-this package therefore sets ``PYSPARK_PYTHON`` to ``sys.executable`` unless it is already
-set; it takes effect for a SparkContext started afterwards, and :func:`spark_session`
-also sets ``spark.pyspark.python``.
+Spark's Python workers must run this interpreter (they import pyarrow and rill).
+:func:`spark_session` sees to it: it sets ``spark.pyspark.python`` and, unless already
+set, ``PYSPARK_PYTHON`` and ``PYSPARK_DRIVER_PYTHON`` to ``sys.executable`` before it
+starts the session. Importing this package changes no environment variable; a session of
+your own needs them set before it starts (:func:`register` warns when its workers run
+another interpreter).
 """
 
 from __future__ import annotations
 
-import os
-import sys
-
-os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-
-from rill.client.spark.options import SourceOptionError  # noqa: E402
-from rill.client.spark.session import register, spark_session  # noqa: E402
-from rill.client.spark.source import SOURCE_NAME, RillDataSource  # noqa: E402
+from rill.client.spark.options import SourceOptionError
+from rill.client.spark.session import register, spark_session
+from rill.client.spark.source import SOURCE_NAME, RillDataSource
 
 __all__ = ["RillDataSource", "SOURCE_NAME", "SourceOptionError", "register", "spark_session"]

@@ -31,10 +31,15 @@ def register(spark: Any) -> Any:
 def spark_session(master: str = "local[2]", app_name: str = "rill", **conf: str) -> Any:
     """A SparkSession (created, or the running one) with the ``rill`` source registered.
 
-    Workers use this interpreter; the UI is off and Spark binds to loopback unless the
-    environment says otherwise. ``conf`` entries are Spark settings (dots as in Spark:
-    pass ``**{"spark.sql.shuffle.partitions": "4"}``).
+    Workers use this interpreter (``spark.pyspark.python``, and ``PYSPARK_PYTHON`` and
+    ``PYSPARK_DRIVER_PYTHON`` unless set); the UI is off and Spark binds to loopback
+    unless the environment says otherwise (``SPARK_LOCAL_IP``). These environment
+    variables are set here, for this process, when a session is made, not on import.
+    ``conf`` entries are Spark settings (dots as in Spark: pass
+    ``**{"spark.sql.shuffle.partitions": "4"}``).
     """
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
