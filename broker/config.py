@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rill.broker.log.config import LogConfig
+from rill.client.config import ConfigError  # one ConfigError for clients and brokers
 
 HOUR_MS = 3600 * 1000
 
@@ -110,10 +111,6 @@ KEYS: tuple[Key, ...] = (
     Key("zookeeper.connection.timeout.ms", int, 6000, "How long start-up waits to connect to ZooKeeper."),
 )
 KEYS_BY_NAME = {k.name: k for k in KEYS}
-
-
-class ConfigError(ValueError):
-    """A configuration file or flag that cannot be used."""
 
 
 def _flatten(table: dict[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -18,7 +18,7 @@ from rill.client.errors import RillError
 
 
 class ConfigError(RillError, ValueError):
-    """A client setting that is unknown or has a bad value."""
+    """A setting that is unknown or has a bad value: a client's, or a broker's key, file or flag."""
 
 
 @dataclass(frozen=True)
