@@ -9,7 +9,7 @@ servicers build on them.
 from __future__ import annotations
 
 from rill.coordinator.catalog import Catalog, StaticCatalog
-from rill.coordinator.clock import Clock, FakeClock, FakeTimer, SystemClock, ThreadTimer, Timer, TimerHandle
+from rill.client.clock import Clock, FakeClock, FakeTimer, SystemClock, ThreadTimer, Timer, TimerHandle
 from rill.coordinator.coordinator import GroupCoordinator
 from rill.coordinator.describe import GroupDescription, MemberDescription
 from rill.coordinator.pending import PendingJoin

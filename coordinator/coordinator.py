@@ -28,7 +28,7 @@ import structlog
 
 from rill.coordinator import management, offsets
 from rill.coordinator.catalog import Catalog
-from rill.coordinator.clock import Clock, Timer, TimerHandle
+from rill.client.clock import Clock, Timer, TimerHandle
 from rill.coordinator.describe import GroupDescription, describe
 from rill.coordinator.group import Group
 from rill.coordinator.limits import Limits

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rill.coordinator.clock import TimerHandle
+from rill.client.clock import TimerHandle
 from rill.coordinator.pending import PendingJoin
 from rill.coordinator.records import GroupCreated
 from rill.coordinator.state import GroupState

@@ -49,7 +49,7 @@ import structlog
 
 from rill.client.topics import is_valid_topic
 from rill.coordinator.catalog import Catalog
-from rill.coordinator.clock import Clock, TimerHandle
+from rill.client.clock import Clock, TimerHandle
 from rill.coordinator.group import Group, Member, TopicPartition
 from rill.coordinator.limits import Limits
 from rill.coordinator.pending import PendingJoin

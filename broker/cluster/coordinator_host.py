@@ -39,7 +39,7 @@ from rill.broker.log.config import LogConfig
 from rill.broker.log.log import Log
 from rill.broker.log.manager import LogManager
 from rill.coordinator import aio_server, grpc_server
-from rill.coordinator.clock import ThreadTimer
+from rill.client.clock import ThreadTimer
 from rill.coordinator.coordinator import GroupCoordinator
 from rill.coordinator.offsets_log import OffsetStore
 from rill.coordinator.service import GroupCoordinatorServicer, RecordSink

@@ -8,18 +8,15 @@ so one instance is safely shared by every thread.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+
+from rill.client.clock import Clock
+
+__all__ = ["Clock", "LogConfig", "MAX_SEGMENT_BYTES"]
 
 MAX_SEGMENT_BYTES = 2**31 - 1  # positions inside a segment are 4-byte fields (KAFKA-6292)
 MIN_SEGMENT_BYTES = 1024
 MESSAGE_HEADER_BYTES = 6  # magic + attributes + crc: what a length field adds to a payload
 _WEEK_MS = 168 * 3600 * 1000
-
-
-class Clock(Protocol):
-    """Where the storage reads the time: ``time()`` in seconds (the ``time`` module, or a test clock)."""
-
-    def time(self) -> float: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,19 +9,12 @@ import pytest
 from rill.broker.log import Log, LogConfig, LogManager
 from rill.broker.log.open_files import LOG_FILE, OpenFiles
 from rill.broker.log.segment import Segment
+from rill.client.clock import FakeClock
 from rill.client.protocol.messages import decode_message_set, encode_message_set
 
 
 def _fds() -> int:
     return len(os.listdir("/proc/self/fd"))
-
-
-class _Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def _segments(tmp_path, count: int, cache: OpenFiles) -> list[Segment]:
@@ -86,7 +79,7 @@ def test_an_evicted_file_stays_open_while_a_slice_uses_it(tmp_path):
 
 def test_idle_files_are_closed(tmp_path):
     """close_idle drops files no sweep has seen used for idle_ms and keeps the ones used since."""
-    clock = _Clock()
+    clock = FakeClock(1000.0)
     cache = OpenFiles(max_open=100, idle_ms=1000, clock=clock)
     old, new = _segments(tmp_path, 2, cache)
     cache.close_idle()  # both were just used

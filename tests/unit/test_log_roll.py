@@ -7,15 +7,8 @@ import os
 import pytest
 
 from rill.broker.log import Log, LogConfig
+from rill.client.clock import FakeClock
 from rill.client.protocol.messages import decode_message_set, encode_message_set
-
-
-class FakeClock:
-    def __init__(self, now: float = 1_700_000_000.0) -> None:
-        self.now = now
-
-    def time(self) -> float:
-        return self.now
 
 
 def _segment_names(directory: str) -> list[str]:

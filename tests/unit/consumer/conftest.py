@@ -13,17 +13,6 @@ from rill.client.protocol.framing import INT16, INT32, FrameDecoder
 from rill.v1 import coordinator_pb2 as pb
 
 
-class FakeClock:
-    def __init__(self, now: float = 1000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
 class FakeMetadata:
     """ClusterMetadata's surface the fetcher and group client use: one broker leads everything."""
 

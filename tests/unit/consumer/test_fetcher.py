@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 from structlog.testing import capture_logs
 
+from rill.client.clock import FakeClock
 from rill.client.consumer.fetcher import FetchConfig, Fetcher
 from rill.client.consumer.metadata_refresh import MetadataRefresh
 from rill.client.consumer.offset_fetcher import OffsetFetcher
@@ -16,7 +17,7 @@ from rill.client.errors import CorruptMessageError, ErrorCode, OffsetOutOfRange
 from rill.client.protocol.messages import encode_message, encode_message_set
 from rill.client.net.selector_loop import SelectorLoop
 
-from tests.unit.consumer.conftest import FakeClock, FakeMetadata, PeerBroker
+from tests.unit.consumer.conftest import FakeMetadata, PeerBroker
 
 A, B = TopicPartition("t", 0), TopicPartition("t", 1)
 CONFIG = FetchConfig(max_bytes=1000, max_partition_bytes=400, max_wait_ms=100, min_bytes=1, request_timeout=5.0,
@@ -25,7 +26,7 @@ CONFIG = FetchConfig(max_bytes=1000, max_partition_bytes=400, max_wait_ms=100, m
 
 class Rig:
     def __init__(self, reset: str = EARLIEST, offsets: dict[TopicPartition, int] | None = None) -> None:
-        self.clock = FakeClock()
+        self.clock = FakeClock(1000.0)
         self.sub = SubscriptionState(reset)
         self.sub.assign(offsets if offsets is not None else {A: 0})
         self.network = SelectorLoop()

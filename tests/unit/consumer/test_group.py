@@ -8,6 +8,7 @@ import grpc
 import pytest
 from structlog.testing import capture_logs
 
+from rill.client.clock import FakeClock
 from rill.client.consumer.errors import CommitFailed, GroupCoordinatorError, MemberEvicted
 from rill.client.consumer.fetcher import FetchConfig, Fetcher
 from rill.client.consumer.group import GroupClient
@@ -17,7 +18,7 @@ from rill.client.consumer.settings import consumer_settings
 from rill.client.consumer.subscription import SubscriptionState, TopicPartition
 from rill.v1 import coordinator_pb2 as pb
 
-from tests.unit.consumer.conftest import FakeClock, FakeCoordinator, FakeFuture, FakeMetadata, joined
+from tests.unit.consumer.conftest import FakeCoordinator, FakeFuture, FakeMetadata, joined
 
 A, B = TopicPartition("t", 0), TopicPartition("t", 1)
 
@@ -26,7 +27,7 @@ class Rig:
     def __init__(self, **settings: object) -> None:
         s = consumer_settings({"group.id": "g", "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000,
                                "auto.commit.interval.ms": 5000, **settings}, {})
-        self.clock = FakeClock()
+        self.clock = FakeClock(1000.0)
         self.sub = SubscriptionState("earliest")
         self.sub.topics.add("t")
         self.network = SelectorLoop()

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from rill.coordinator.catalog import StaticCatalog
-from rill.coordinator.clock import FakeClock, FakeTimer
+from rill.client.clock import FakeClock, FakeTimer
 from rill.coordinator.coordinator import GroupCoordinator
 from rill.coordinator.describe import GroupDescription
 from rill.coordinator.pending import PendingJoin

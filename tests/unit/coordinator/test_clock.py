@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from rill.coordinator.clock import FakeClock, FakeTimer, ThreadTimer
+from rill.client.clock import FakeClock, FakeTimer, ThreadTimer
 
 
 def test_fake_timer_runs_due_callbacks_in_order_at_their_time() -> None:

@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from rill.client.clock import FakeClock
 from rill.client.errors import WrongPartition
 from rill.client.producer.accumulator import RecordAccumulator, encoded_ends
 from rill.client.producer.errors import BufferFull, ProducerClosed
@@ -17,21 +18,13 @@ NODE = "broker-0"
 PAYLOAD = b"x" * 90  # 100 bytes encoded
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def make(clock: Clock | None = None, *, partitions: int = 1, **settings: float) -> RecordAccumulator:
+def make(clock: FakeClock | None = None, *, partitions: int = 1, **settings: float) -> RecordAccumulator:
     options = {"batch_size": 1000, "linger": 0.005, "buffer_memory": 1 << 20, "max_block": 0.1,
                "request_timeout": 30.0, **settings}
     acc = RecordAccumulator(batch_size=int(options["batch_size"]), linger=options["linger"],
                             buffer_memory=int(options["buffer_memory"]), max_block=options["max_block"],
                             request_timeout=options["request_timeout"], partitioner=DefaultPartitioner(),
-                            clock=clock or Clock())
+                            clock=clock or FakeClock(100.0))
     acc.assign("t", partitions)
     return acc
 
@@ -42,7 +35,7 @@ def drain(acc: RecordAccumulator, now: float, budget: int = 1 << 30):  # type: i
 
 def test_full_batch_is_ready_before_linger() -> None:
     """A batch that reached batch.size is sent at once; the partial one behind it waits for linger."""
-    clock = Clock()
+    clock = FakeClock(100.0)
     acc = make(clock, linger=10.0)
     for _ in range(15):
         acc.append(acc.topics["t"], 0, PAYLOAD)
@@ -53,7 +46,7 @@ def test_full_batch_is_ready_before_linger() -> None:
 
 def test_partial_batch_waits_for_linger() -> None:
     """A partial batch is not ready until linger has passed since its first message."""
-    clock = Clock()
+    clock = FakeClock(100.0)
     acc = make(clock, linger=0.005)
     acc.append(acc.topics["t"], 0, PAYLOAD)
     taken, _, next_check = drain(acc, clock.now)
@@ -65,7 +58,7 @@ def test_partial_batch_waits_for_linger() -> None:
 
 def test_message_larger_than_batch_size_gets_its_own_batch() -> None:
     """A message over batch.size is sent alone, and the open batch before it keeps its messages."""
-    clock = Clock()
+    clock = FakeClock(100.0)
     acc = make(clock)
     state = acc.topics["t"]
     acc.append(state, 0, PAYLOAD)
@@ -78,7 +71,7 @@ def test_message_larger_than_batch_size_gets_its_own_batch() -> None:
 
 def test_send_many_fills_batches_in_order() -> None:
     """Many messages split into batches of at most batch.size bytes, in order, in one response."""
-    clock = Clock()
+    clock = FakeClock(100.0)
     acc = make(clock)
     payloads = [bytes([i]) * 90 for i in range(25)]
     response = acc.append_many(acc.topics["t"], 0, payloads, encoded_ends(payloads))
@@ -89,7 +82,7 @@ def test_send_many_fills_batches_in_order() -> None:
 
 def test_drain_respects_the_node_budget() -> None:
     """A busy node (no budget) gets nothing; a node takes batches until its budget is spent."""
-    clock = Clock()
+    clock = FakeClock(100.0)
     acc = make(clock)
     for _ in range(30):
         acc.append(acc.topics["t"], 0, PAYLOAD)
@@ -101,7 +94,7 @@ def test_drain_respects_the_node_budget() -> None:
 
 def test_no_route_means_stuck_and_expiry_takes_late_batches() -> None:
     """Ready batches without a leader are reported stuck; past their deadline they are expired."""
-    clock = Clock()
+    clock = FakeClock(100.0)
     acc = make(clock, request_timeout=1.0)
     acc.append(acc.topics["t"], 0, PAYLOAD)
     taken, stuck, _ = acc.drain(clock.now + 1, lambda t, p: None, {})
@@ -112,7 +105,7 @@ def test_no_route_means_stuck_and_expiry_takes_late_batches() -> None:
 
 def test_buffer_counts_encoded_bytes_until_release() -> None:
     """Each queued message holds MESSAGE_OVERHEAD + its size of buffer.memory until its batch is released."""
-    clock = Clock()
+    clock = FakeClock(100.0)
     acc = make(clock)
     acc.append(acc.topics["t"], 0, b"12345")
     acc.append(acc.topics["t"], 0, b"")
@@ -138,7 +131,7 @@ def test_full_buffer_blocks_for_max_block_then_raises() -> None:
 
 def test_blocked_append_proceeds_when_room_is_released() -> None:
     """A blocked append continues as soon as a completed batch gives its bytes back."""
-    clock = Clock()
+    clock = FakeClock(100.0)
     acc = make(clock, buffer_memory=200, max_block=5.0)
     acc.append(acc.topics["t"], 0, PAYLOAD)
     acc.append(acc.topics["t"], 0, PAYLOAD)
@@ -152,7 +145,7 @@ def test_blocked_append_proceeds_when_room_is_released() -> None:
 
 def test_flush_makes_partial_batches_ready() -> None:
     """While a flush is in progress, batches are sent without waiting for linger."""
-    clock = Clock()
+    clock = FakeClock(100.0)
     acc = make(clock, linger=60.0)
     acc.append(acc.topics["t"], 0, PAYLOAD)
     pending = acc.begin_flush()
@@ -163,7 +156,7 @@ def test_flush_makes_partial_batches_ready() -> None:
 
 def test_requeue_puts_batches_back_in_front_in_order() -> None:
     """Batches put back for a retry go before newer ones, in their original order."""
-    clock = Clock()
+    clock = FakeClock(100.0)
     acc = make(clock)
     payloads = [bytes([i]) * 90 for i in range(30)]
     acc.append_many(acc.topics["t"], 0, payloads, encoded_ends(payloads))
@@ -175,7 +168,7 @@ def test_requeue_puts_batches_back_in_front_in_order() -> None:
 
 def test_unassigned_messages_are_partitioned_in_order_once_known() -> None:
     """Messages sent before the partition count was known go, in order, where the partitioner says."""
-    clock = Clock()
+    clock = FakeClock(100.0)
     acc = make(clock)
     keyed = acc.append_unassigned("new", [b"k1"], encoded_ends([b"k1"]), b"user-1", None)
     fixed = acc.append_unassigned("new", [b"a", b"b"], encoded_ends([b"a", b"b"]), None, 2)

@@ -1,8 +1,9 @@
-"""Injected time for the coordinator: a clock to read and a timer to schedule on.
+"""Injected time, shared by the coordinator, the log storage and the clients: a clock to read and a timer.
 
 ``Clock.time()`` returns seconds (wall-clock seconds since the epoch for
 :class:`SystemClock`; the coordinator only subtracts and compares them, and shows
-them as a member's last heartbeat). ``Timer.schedule(delay_s, callback)`` runs
+them as a member's last heartbeat). The producer and consumer take a plain
+``Callable[[], float]`` (``time.monotonic``); :class:`FakeClock` is one too. ``Timer.schedule(delay_s, callback)`` runs
 ``callback()`` once, about ``delay_s`` seconds later, unless the returned handle's
 ``cancel()`` is called first.
 
@@ -14,7 +15,7 @@ Two implementations:
   ``schedule`` and ``cancel`` are safe from any thread. Delays are measured on
   ``time.monotonic``, so a wall-clock jump neither fires nor delays timers.
 - :class:`FakeClock` and :class:`FakeTimer` for tests (Kafka's MockTime and
-  MockTimer): time stands still until ``advance(seconds)``, which moves it forward
+  MockTimer), the only test clock of the project: time stands still until ``advance(seconds)``, which moves it forward
   and runs, synchronously and in due order, every callback that falls due on the
   way (including those scheduled by callbacks). No threads, no sleeping: a session
   timeout is one ``advance`` call. A callback's exception propagates out of
@@ -38,7 +39,7 @@ Callback = Callable[[], object]  # the return value is ignored
 
 
 class Clock(Protocol):
-    """Where the coordinator reads the time, in seconds."""
+    """Where the coordinator and the log storage read the time, in seconds."""
 
     def time(self) -> float: ...
 
@@ -157,7 +158,7 @@ class ThreadTimer:
 
 
 class FakeClock:
-    """A test clock: ``time()`` moves only through :meth:`advance` (or by setting ``now``).
+    """A test clock: ``time()`` (or calling it) moves only through :meth:`advance` (or by setting ``now``).
 
     ``advance`` also runs the due callbacks of every :class:`FakeTimer` built on
     this clock, each at its own due time (``now`` is set to it before the call).
@@ -168,6 +169,10 @@ class FakeClock:
         self._timers: list[FakeTimer] = []
 
     def time(self) -> float:
+        return self.now
+
+    def __call__(self) -> float:
+        """The same as :meth:`time`: a FakeClock also stands in for ``time.monotonic``."""
         return self.now
 
     def advance(self, seconds: float) -> None:
