@@ -37,8 +37,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
+from rill.client.structs import TopicPartition
 
-TopicPartition = tuple[str, int]
 Subscriptions = Mapping[str, AbstractSet[str]]
 Assignment = dict[str, list[TopicPartition]]
 Assignor = Callable[
@@ -58,7 +58,7 @@ def _static_start(subscriptions: Subscriptions, partitions: Mapping[str, int],
     for (topic, partition), member in static.items():
         owned = result.setdefault(member, [])
         if 0 <= partition < partitions.get(topic, 0):
-            owned.append((topic, partition))
+            owned.append(TopicPartition(topic, partition))
     return result
 
 
@@ -67,7 +67,7 @@ def _subscribed_topics(subscriptions: Subscriptions, partitions: Mapping[str, in
 
 
 def _pool(topic: str, count: int, static: Mapping[TopicPartition, str]) -> list[TopicPartition]:
-    return [(topic, p) for p in range(count) if (topic, p) not in static]
+    return [TopicPartition(topic, p) for p in range(count) if (topic, p) not in static]
 
 
 def _sorted(result: Assignment) -> Assignment:

@@ -43,6 +43,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from rill.client.structs import TopicPartition
 from rill.coordinator.records import GenerationStarted, GroupCreated, GroupReleased, OffsetsCommitted, Record
 
 FORMAT = 1
@@ -178,7 +179,7 @@ def claim(group: str, snap: GroupSnapshot | None, previous: Checkpoint | None, m
     return Checkpoint(group, me, seq, snap, released, now_ms)
 
 
-def snapshot_of(settings: GroupCreated, generation: int, offsets: Mapping[tuple[str, int], int]) -> GroupSnapshot:
+def snapshot_of(settings: GroupCreated, generation: int, offsets: Mapping[TopicPartition, int]) -> GroupSnapshot:
     return GroupSnapshot(settings, generation, tuple((t, p, o) for (t, p), o in sorted(offsets.items())))
 
 

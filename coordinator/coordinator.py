@@ -26,6 +26,7 @@ from typing import Any
 
 import structlog
 
+from rill.client.structs import TopicPartition
 from rill.coordinator import management, offsets
 from rill.coordinator.catalog import Catalog
 from rill.client.clock import Clock, Timer, TimerHandle
@@ -280,10 +281,10 @@ class GroupCoordinator:
             _logger.warning("coordinator.record_for_unknown_group", group=record.group, record="OffsetsCommitted")
             return
         for topic, partition, offset in record.offsets:
-            group.offsets[(topic, partition)] = offset
+            group.offsets[TopicPartition(topic, partition)] = offset
         if record.rewind:
             _logger.info("group.offsets_rewound", group=group.name, partitions=len(record.offsets))
-            self._membership.rewind_applied(group, [(t, p) for t, p, _ in record.offsets])
+            self._membership.rewind_applied(group, [TopicPartition(t, p) for t, p, _ in record.offsets])
 
     # ------------------------------------------------------------------ timers
 

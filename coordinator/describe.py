@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from rill.coordinator.group import Group, Member, TopicPartition
+from rill.client.structs import TopicPartition
+from rill.coordinator.group import Group, Member
 
 
 @dataclass(frozen=True, slots=True)

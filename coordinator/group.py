@@ -16,11 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rill.client.clock import TimerHandle
+from rill.client.structs import TopicPartition
 from rill.coordinator.pending import PendingJoin
 from rill.coordinator.records import GroupCreated
 from rill.coordinator.state import GroupState
 
-TopicPartition = tuple[str, int]
 EXPIRY_SLACK_S = 1e-6  # float rounding of "last heartbeat + timeout" must not postpone an expiry forever
 
 

@@ -50,7 +50,8 @@ import structlog
 from rill.client.topics import is_valid_topic
 from rill.coordinator.catalog import Catalog
 from rill.client.clock import Clock, TimerHandle
-from rill.coordinator.group import Group, Member, TopicPartition
+from rill.client.structs import TopicPartition
+from rill.coordinator.group import Group, Member
 from rill.coordinator.limits import Limits
 from rill.coordinator.pending import PendingJoin
 from rill.coordinator.rebalance import completion_records, join_error, join_response, topics_grew
@@ -84,7 +85,7 @@ class Membership:
                          error=pb.ErrorCode.Name(code))
             return PendingJoin.completed(join_error(group.name, req.client_id, req.consumer_id, code)), []
         topics = frozenset(req.topics)
-        static = frozenset((tp.topic, tp.partition) for tp in req.static_partitions)
+        static = frozenset(TopicPartition(tp.topic, tp.partition) for tp in req.static_partitions)
         timeout = req.session_timeout or group.session_timeout_ms
         member = group.members.get(req.consumer_id)
         if member is not None and self._rewind_rejoin(group, member, topics, static, timeout):
@@ -117,7 +118,7 @@ class Membership:
         for tp in req.static_partitions:
             if not 0 <= tp.partition < topics.get(tp.topic, 0):
                 return pb.UNKNOWN_TOPIC_OR_PARTITION
-            if claims.get((tp.topic, tp.partition), req.consumer_id) != req.consumer_id:
+            if claims.get(TopicPartition(tp.topic, tp.partition), req.consumer_id) != req.consumer_id:
                 return pb.PARTITION_ALREADY_CLAIMED
         if not req.consumer_id and len(group.members) >= self.limits.max_group_size:
             return pb.INVALID_REQUEST

@@ -44,6 +44,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 
 from rill.client.errors import BrokerError
+from rill.client.structs import TopicPartition
 from rill.client.topics import is_valid_topic
 from rill.coordinator.catalog import Catalog, error_code_for
 from rill.coordinator.group import Group
@@ -123,7 +124,7 @@ def fetch(group: Group | None, req: pb.FetchOffsetsRequest) -> pb.FetchOffsetsRe
         return pb.FetchOffsetsResponse(error_code=pb.GROUP_NOT_FOUND)
     wanted = [(tp.topic, tp.partition) for tp in req.partitions] or sorted(group.offsets)
     return pb.FetchOffsetsResponse(error_code=pb.NONE, offsets=[
-        pb.PartitionOffset(topic=t, partition=p, offset=group.committed((t, p))) for t, p in wanted])
+        pb.PartitionOffset(topic=t, partition=p, offset=group.committed(TopicPartition(t, p))) for t, p in wanted])
 
 
 def _resolve(catalog: Catalog, target: int, entry: Entry, timestamp_ms: int) -> tuple[int, pb.ErrorCode]:

@@ -24,7 +24,8 @@ from collections.abc import Mapping
 
 from rill.coordinator.assignors import get_assignor
 from rill.coordinator.catalog import Catalog
-from rill.coordinator.group import Group, Member, TopicPartition
+from rill.client.structs import TopicPartition
+from rill.coordinator.group import Group, Member
 from rill.coordinator.records import GenerationStarted, GroupDeleted, Record
 from rill.v1 import coordinator_pb2 as pb
 
@@ -56,7 +57,7 @@ def join_response(group: Group, member: Member) -> pb.RegisterConsumerResponse:
     return pb.RegisterConsumerResponse(
         client_id=member.client_id, consumer_group=group.name, consumer_id=member.consumer_id,
         generation=group.generation, session_timeout=member.session_timeout_ms, error_code=pb.NONE,
-        partitions_to_own=[pb.PartitionOffset(topic=t, partition=p, offset=group.committed((t, p)))
+        partitions_to_own=[pb.PartitionOffset(topic=t, partition=p, offset=group.committed(TopicPartition(t, p)))
                            for t, p in group.owned(member.consumer_id)])
 
 

@@ -17,6 +17,8 @@ import json
 from dataclasses import dataclass, field, fields
 from typing import Any, Union
 
+from rill.client.structs import TopicPartition
+
 
 @dataclass(frozen=True, slots=True)
 class GroupCreated:
@@ -48,7 +50,7 @@ class GenerationStarted:
 
     group: str
     generation: int
-    assignment: dict[str, tuple[tuple[str, int], ...]] = field(default_factory=dict)
+    assignment: dict[str, tuple[TopicPartition, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +108,8 @@ def decode(data: bytes) -> Record:
         body = json.loads(data)
         cls = _TYPES[body.pop("type")]
         if cls is GenerationStarted:
-            body["assignment"] = {k: _tuples(v) for k, v in body["assignment"].items()}
+            body["assignment"] = {k: tuple(TopicPartition(str(t), int(p)) for t, p in v)
+                                  for k, v in body["assignment"].items()}
         else:
             body = {k: _tuples(v) for k, v in body.items()}
         return cls(**body)  # type: ignore[no-any-return]

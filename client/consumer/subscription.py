@@ -21,14 +21,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from typing import NamedTuple
 
-
-class TopicPartition(NamedTuple):
-    """A partition of a topic (kafka-python's TopicPartition)."""
-
-    topic: str
-    partition: int
+from rill.client.structs import TopicPartition as TopicPartition  # re-exported: the consumer's modules use it from here
 
 
 EARLIEST = "earliest"

@@ -42,13 +42,13 @@ import structlog
 from rill.client.errors import ConnectionClosed
 from rill.client.protocol.connection import DEFAULT_MAX_RESPONSE_SIZE, ProtocolConnection
 from rill.client.protocol.framing import DecodeError
+from rill.client.structs import Address
 
 __all__ = ["Address", "BrokerSocket", "SocketState"]
 
 log = structlog.get_logger(__name__)
 
 C = TypeVar("C")
-Address = tuple[str, int]
 _IOV_MAX = 512  # buffers per sendmsg (Linux allows 1024)
 _RECV_SIZE = 1 << 18
 

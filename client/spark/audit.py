@@ -28,6 +28,8 @@ from typing import Any
 
 import structlog
 
+from rill.client.structs import TopicPartition
+
 __all__ = ["AuditReport", "WindowAudit", "audit", "reading_starts", "EVENT_SCHEMA"]
 
 log = structlog.get_logger(__name__)
@@ -83,12 +85,12 @@ def reading_starts(bootstrap: str, topics: list[str], firsts: dict[tuple[str, in
         for (topic, partition), first in firsts.items():
             if partition >= counts.get(topic, 0):
                 continue  # a range naming a partition that does not exist: nothing to read, all missing
-            log_start, end = c.bounds((topic, partition))
+            log_start, end = c.bounds(TopicPartition(topic, partition))
             start = rq.EARLIEST_TIME  # -2: whatever the log start is when the job reads
             if log_start < first < end:
                 try:
-                    start = c.client_for((topic, partition)).time_index(
-                        topic, c.number((topic, partition)), first, 1)[0][0]
+                    start = c.client_for(TopicPartition(topic, partition)).time_index(
+                        topic, c.number(TopicPartition(topic, partition)), first, 1)[0][0]
                 except OffsetOutOfRange:
                     pass  # retention moved the log start past it meanwhile: from the start
             elif first >= end:

@@ -71,15 +71,15 @@ def _plan(c: Cluster, topics: Sequence[str], stored: dict[TopicPartition, int]) 
     plan: dict[TopicPartition, tuple[int, int]] = {}
     for topic, n in counts.items():
         for p in range(n):
-            low, high = c.bounds((topic, p))
-            start = stored.get((topic, p), low)
+            low, high = c.bounds(TopicPartition(topic, p))
+            start = stored.get(TopicPartition(topic, p), low)
             if start < low:
                 raise SourceOptionError(f"{topic}-{p}: offsets [{start}, {low}) were deleted by retention before "
                                         f"they were loaded; the output cannot be complete")
             if start > high:
                 raise SourceOptionError(f"{topic}-{p}: the output holds offsets up to {start}, past the log end "
                                         f"{high} (was the topic recreated?)")
-            plan[(topic, p)] = (start, high)
+            plan[TopicPartition(topic, p)] = (start, high)
     return plan
 
 

@@ -25,12 +25,12 @@ from rill.client.errors import BrokerError, ConnectionClosed, InvalidOffset, Off
 from rill.client.protocol import requests as rq
 from rill.client.simple import SimpleConsumer
 from rill.client.spark.options import EARLIEST, LATEST, OffsetSpec, ReadOptions, SourceOptionError
+from rill.client.structs import TopicPartition
 
 __all__ = ["Cluster", "TopicPartition", "cluster"]
 
 log = structlog.get_logger(__name__)
 
-TopicPartition = tuple[str, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,13 +80,13 @@ class Cluster:
         """
         topics = self.refresh(opts.subscribe, opts.pattern, must_exist=must_exist)
         if opts.assign is None:
-            return [(t, p) for t, n in topics.items() for p in range(n)]
+            return [TopicPartition(t, p) for t, n in topics.items() for p in range(n)]
         for topic, parts in opts.assign.items():
             missing = [p for p in parts if p >= topics.get(topic, 0)]
             if missing:
                 raise SourceOptionError(f"option 'assign': {topic!r} has no partition {missing[0]} "
                                         f"({topics.get(topic, 0)} partitions)")
-        return [(t, p) for t, parts in opts.assign.items() for p in parts]
+        return [TopicPartition(t, p) for t, parts in opts.assign.items() for p in parts]
 
     def refresh(self, subscribe: tuple[str, ...], pattern: str | None, *, must_exist: bool = True) -> dict[str, int]:
         """Look up the subscribed topics: partition count by topic, sorted by name.
@@ -110,7 +110,7 @@ class Cluster:
             result[t.topic] = t.partitions
             for p, broker_id in enumerate(t.leaders):
                 broker = brokers.get(broker_id, Leader(*self._bootstrap))
-                self._leaders[(t.topic, p)] = Leader(broker.host, broker.port, t.broker_partition(p))
+                self._leaders[TopicPartition(t.topic, p)] = Leader(broker.host, broker.port, t.broker_partition(p))
         self._partitions.update(result)
         return result
 

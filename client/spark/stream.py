@@ -51,7 +51,7 @@ def to_json_offsets(offsets: Offsets) -> dict[str, dict[str, int]]:
 
 
 def from_json_offsets(value: Mapping[str, Any] | None) -> Offsets:
-    return {(topic, int(p)): int(o) for topic, parts in (value or {}).items() for p, o in parts.items()}
+    return {TopicPartition(topic, int(p)): int(o) for topic, parts in (value or {}).items() for p, o in parts.items()}
 
 
 def _limit_bytes(limit: Any) -> int | None:
