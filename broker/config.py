@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rill.broker.log.config import LogConfig
+from rill.broker.log.log_config import LogConfig
 from rill.client.config import ConfigError  # one ConfigError for clients and brokers
 
 HOUR_MS = 3600 * 1000

@@ -8,9 +8,9 @@ servicers build on them.
 
 from __future__ import annotations
 
-from rill.coordinator.catalog import Catalog, StaticCatalog
+from rill.coordinator.topic_catalog import Catalog, StaticCatalog
 from rill.client.clock import Clock, FakeClock, FakeTimer, SystemClock, ThreadTimer, Timer, TimerHandle
-from rill.coordinator.coordinator import GroupCoordinator
+from rill.coordinator.group_coordinator import GroupCoordinator
 from rill.coordinator.describe import GroupDescription, MemberDescription
 from rill.coordinator.pending import PendingJoin
 from rill.coordinator.state import GroupState

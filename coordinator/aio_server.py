@@ -3,7 +3,7 @@
 The alternative to :mod:`rill.coordinator.grpc_server` (a sync server whose
 ThreadPoolExecutor gives every call a thread, a RegisterConsumer included for as long
 as its rebalance takes). Chosen with the broker key ``grpc.server = "aio"``. The
-same :class:`~rill.coordinator.coordinator.GroupCoordinator` and
+same :class:`~rill.coordinator.group_coordinator.GroupCoordinator` and
 :class:`~rill.coordinator.service.RecordSink` answer; only the scheduling differs:
 
 - ListGroups and FetchOffsets read in-memory state: they run on the event loop (in a

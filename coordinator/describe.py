@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from rill.client.structs import TopicPartition
-from rill.coordinator.group import Group, Member
+from rill.coordinator.group_state import Group, Member
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 
 from rill.client.topics import is_valid_topic
 from rill.coordinator.assignors import ASSIGNORS, DEFAULT_ASSIGNOR
-from rill.coordinator.group import Group
+from rill.coordinator.group_state import Group
 from rill.coordinator.limits import Limits
 from rill.coordinator.records import GroupCreated, GroupDeleted, Record
 from rill.v1 import coordinator_pb2 as pb

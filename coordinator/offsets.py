@@ -46,8 +46,8 @@ from collections.abc import Callable, Iterable, Mapping
 from rill.client.errors import BrokerError
 from rill.client.structs import TopicPartition
 from rill.client.topics import is_valid_topic
-from rill.coordinator.catalog import Catalog, error_code_for
-from rill.coordinator.group import Group
+from rill.coordinator.topic_catalog import Catalog, error_code_for
+from rill.coordinator.group_state import Group
 from rill.coordinator.records import GroupCreated, OffsetsCommitted, Record
 from rill.v1 import coordinator_pb2 as pb
 

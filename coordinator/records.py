@@ -71,7 +71,7 @@ class GroupReleased:
     """Another broker coordinates the group now (a cluster moved it): this broker forgets it.
 
     Unlike GroupDeleted the group goes on elsewhere, from the checkpoint this broker
-    wrote when it let the group go (rill.coordinator.checkpoint); its members are told
+    wrote when it let the group go (rill.coordinator.group_checkpoint); its members are told
     NOT_COORDINATOR and find the new coordinator.
     """
 

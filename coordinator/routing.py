@@ -29,7 +29,7 @@ from typing import Any, Protocol
 import grpc
 import structlog
 
-from rill.coordinator.checkpoint import Checkpoint
+from rill.coordinator.group_checkpoint import Checkpoint
 from rill.v1 import coordinator_pb2 as pb
 from rill.v1 import coordinator_pb2_grpc as pb_grpc
 

@@ -24,7 +24,7 @@ import grpc
 import structlog
 
 from rill.client.errors import StorageError
-from rill.coordinator.coordinator import GroupCoordinator
+from rill.coordinator.group_coordinator import GroupCoordinator
 from rill.coordinator.offsets_log import OffsetStore
 from rill.coordinator.pending import PendingJoin
 from rill.coordinator.records import Record

@@ -35,12 +35,12 @@ from rill.broker.cluster.cluster_view import ClusterView
 from rill.broker.config import BrokerConfig, ConfigError
 from rill.broker.cluster.group_placement import GroupPlacement
 from rill.broker.log import checkpoint
-from rill.broker.log.config import LogConfig
+from rill.broker.log.log_config import LogConfig
 from rill.broker.log.log import Log
 from rill.broker.log.manager import LogManager
 from rill.coordinator import aio_server, grpc_server
 from rill.client.clock import ThreadTimer
-from rill.coordinator.coordinator import GroupCoordinator
+from rill.coordinator.group_coordinator import GroupCoordinator
 from rill.coordinator.offsets_log import OffsetStore
 from rill.coordinator.service import GroupCoordinatorServicer, RecordSink
 from rill.client.zookeeper.registry import RegistryView

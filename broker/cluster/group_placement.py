@@ -10,7 +10,7 @@ One worker thread does all ZooKeeper work:
 
 - **Checkpoints**: every ``offsets.checkpoint.interval.ms`` it writes the groups
   that changed since the last round (:meth:`GroupCoordinator.take_changed`) to
-  ``/rill/groups/[group]`` (rill.broker.cluster.group_checkpoints), in as few ZooKeeper
+  ``/rill/groups/[group]`` (rill.broker.cluster.checkpoint_store), in as few ZooKeeper
   transactions as their size allows: at most one write per changed group per interval,
   however many commits it had. A deleted group leaves a tombstone.
 - **Placement changes** (a registry snapshot with another set of live brokers):
@@ -20,7 +20,7 @@ One worker thread does all ZooKeeper work:
   record; its members get NOT_COORDINATOR). Then every group newly placed here is
   *taken over*: when its checkpoint's writer is another live broker that has not
   released it, this waits (up to ``zookeeper.session.timeout.ms``) for the release;
-  then :func:`rill.coordinator.checkpoint.decide` chooses between local state and
+  then :func:`rill.coordinator.group_checkpoint.decide` chooses between local state and
   checkpoint, the result is persisted locally, and a claim (this broker as writer) is
   written at once, which fences any late write of the previous coordinator.
 
@@ -43,10 +43,10 @@ import structlog
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError
 
-from rill.broker.cluster.group_checkpoints import CheckpointStore
+from rill.broker.cluster.checkpoint_store import CheckpointStore
 from rill.client.zookeeper.registry import ClusterSnapshot, RegistryView
-from rill.coordinator.checkpoint import Checkpoint, Decision, GroupSnapshot, Writer, claim, decide, must_wait
-from rill.coordinator.coordinator import GroupCoordinator
+from rill.coordinator.group_checkpoint import Checkpoint, Decision, GroupSnapshot, Writer, claim, decide, must_wait
+from rill.coordinator.group_coordinator import GroupCoordinator
 from rill.coordinator.placement import coordinator_for
 from rill.coordinator.records import GroupReleased, Record
 from rill.v1 import coordinator_pb2 as pb

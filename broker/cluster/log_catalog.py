@@ -1,6 +1,6 @@
 """The coordinator's view of the topics: this broker's logs, or the whole cluster's.
 
-Implements rill.coordinator.catalog's Catalog protocol (the coordinator does not
+Implements rill.coordinator.topic_catalog's Catalog protocol (the coordinator does not
 import the broker). Safe to call from gRPC worker threads: it reads the manager's
 copy-on-write maps, the logs' atomically published offsets, and the cluster view's
 snapshot.

@@ -32,7 +32,7 @@ server's transport turns a slice into ``os.sendfile``.
 
 from __future__ import annotations
 
-from rill.broker.log.config import LogConfig
+from rill.broker.log.log_config import LogConfig
 from rill.broker.log.flusher import Flusher
 from rill.broker.log.log import Log
 from rill.broker.log.results import AppendInfo, FileSlice

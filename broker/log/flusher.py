@@ -24,7 +24,7 @@ from typing import Protocol
 
 import structlog
 
-from rill.broker.log.config import Clock, LogConfig
+from rill.broker.log.log_config import Clock, LogConfig
 from rill.client.errors import StorageError
 
 _logger = structlog.get_logger(__name__)

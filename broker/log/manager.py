@@ -54,7 +54,7 @@ from types import MappingProxyType
 import structlog
 
 from rill.broker.log import batch_sync, checkpoint, creator, files, loading
-from rill.broker.log.config import Clock, LogConfig
+from rill.broker.log.log_config import Clock, LogConfig
 from rill.broker.log.flusher import Flusher
 from rill.broker.log.integrity import CorruptRange
 from rill.broker.log.log import Log

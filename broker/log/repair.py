@@ -34,7 +34,7 @@ from typing import Any
 import structlog
 
 from rill.broker.log import checkpoint, files
-from rill.broker.log.config import LogConfig
+from rill.broker.log.log_config import LogConfig
 from rill.broker.log.recovery import cut_log
 from rill.broker.log.verify import Finding
 from rill.client.protocol.messages import CODEC_GZIP, MAGIC_V0, MAGIC_V1, encode_message

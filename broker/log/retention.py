@@ -19,7 +19,7 @@ serialises it with rolls.
 
 from __future__ import annotations
 
-from rill.broker.log.config import LogConfig
+from rill.broker.log.log_config import LogConfig
 from rill.broker.log.log import Log
 from rill.broker.log.segment import Segment
 

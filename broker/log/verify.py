@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import structlog
 
 from rill.broker.log import files
-from rill.broker.log.config import LogConfig
+from rill.broker.log.log_config import LogConfig
 from rill.broker.log.integrity import CorruptRange, corrupt_range_at, verify_messages
 
 COORDINATOR_LOG = os.path.join(".coordinator", "offsets-0")

@@ -28,7 +28,7 @@ from rill.client.errors import RillError
 from rill.client.producer import Producer
 from rill.client.protocol import requests as rq
 from rill.client.simple import SimpleConsumer
-from rill.coordinator import checkpoint
+from rill.coordinator import group_checkpoint
 from tests.process.broker_process import BrokerProcess
 
 TOPIC = "t"
@@ -187,7 +187,7 @@ class Scenario:
         expected = {(TOPIC, p, o) for p, o in self.committed.items()}
 
         def checkpointed() -> bool:
-            cp = checkpoint.decode(self.zk.get(f"/rill/groups/{self.group}")[0])
+            cp = group_checkpoint.decode(self.zk.get(f"/rill/groups/{self.group}")[0])
             return cp.snapshot is not None and expected <= set(cp.snapshot.offsets)
         eventually(checkpointed, 5, "the commit in the group's ZooKeeper checkpoint")
 

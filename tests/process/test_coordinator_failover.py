@@ -14,7 +14,7 @@ from kazoo.exceptions import NoNodeError
 
 from rill.client.protocol import requests as rq
 from rill.client.protocol.messages import encode_message_set
-from rill.coordinator import checkpoint
+from rill.coordinator import group_checkpoint
 from rill.coordinator.placement import coordinator_for
 from rill.v1 import coordinator_pb2 as pb
 from rill.v1 import coordinator_pb2_grpc as pb_grpc
@@ -97,7 +97,7 @@ def test_group_resumes_on_another_broker_after_kill_9(brokers: dict[int, BrokerP
             consumer_group=g, consumer_id=member.consumer_id, generation=member.generation,
             offsets=[pb.PartitionOffset(topic="t", partition=0, offset=committed)]), timeout=5)
         assert commit.error_code == pb.NONE
-        eventually(lambda: checkpoint.decode(zk.get(f"/rill/groups/{g}")[0]),
+        eventually(lambda: group_checkpoint.decode(zk.get(f"/rill/groups/{g}")[0]),
                    lambda cp: cp.snapshot is not None and ("t", 0, committed) in cp.snapshot.offsets,
                    5, "the commit's checkpoint")
         time.sleep(2 * INTERVAL_MS / 1000)  # more than one checkpoint interval before the kill

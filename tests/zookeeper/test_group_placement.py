@@ -14,7 +14,7 @@ from kazoo.client import KazooClient
 from rill.broker.testing import RunningBroker
 from rill.client.protocol import requests as rq
 from rill.client.protocol.messages import encode_message_set
-from rill.coordinator import checkpoint
+from rill.coordinator import group_checkpoint
 from rill.coordinator.placement import coordinator_for
 from rill.v1 import admin_pb2 as apb
 from rill.v1 import admin_pb2_grpc as apb_grpc
@@ -174,7 +174,7 @@ def test_graceful_move_keeps_every_commit(tmp_path: Path, zk_connect: str, zk: K
         assert any(e["event"] == "group.checkpoint_released" and e["group"] == g for e in logs)
         successor = coordinator_for(g, [1, 2])
         assert successor is not None
-        cp = checkpoint.decode(zk.get(f"/rill/groups/{g}")[0])  # the release, or already the successor's claim
+        cp = group_checkpoint.decode(zk.get(f"/rill/groups/{g}")[0])  # the release, or already the successor's claim
         assert cp.writer.broker_id in (3, successor) and cp.snapshot is not None
         assert cp.snapshot.offsets == (("t", 0, end),)
         wait_for(lambda: settled(brokers), what="placement over the two brokers left")
@@ -183,7 +183,7 @@ def test_graceful_move_keeps_every_commit(tmp_path: Path, zk_connect: str, zk: K
             fetched = s.FetchOffsets(pb.FetchOffsetsRequest(consumer_group=g))
             assert fetched.error_code == pb.NONE
             assert [(o.topic, o.partition, o.offset) for o in fetched.offsets] == [("t", 0, end)]
-        cp = checkpoint.decode(zk.get(f"/rill/groups/{g}")[0])
+        cp = group_checkpoint.decode(zk.get(f"/rill/groups/{g}")[0])
         assert cp.writer.broker_id == successor and not cp.released  # the successor's claim
 
 

@@ -8,8 +8,8 @@ from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError
 
 from rill.broker.cluster.group_placement import GroupPlacement
 from rill.client.zookeeper.registry import BrokerRegistration, ClusterSnapshot
-from rill.coordinator import checkpoint
-from rill.coordinator.checkpoint import Checkpoint
+from rill.coordinator import group_checkpoint
+from rill.coordinator.group_checkpoint import Checkpoint
 from rill.coordinator.placement import coordinator_for
 from rill.v1 import coordinator_pb2 as pb
 from tests.unit.coordinator.harness import Harness
@@ -24,7 +24,7 @@ class FakeStore:
 
     def read(self, group: str) -> tuple[Checkpoint | None, int | None]:
         found = self.nodes.get(group)
-        return (None, None) if found is None else (checkpoint.decode(found[0]), found[1])
+        return (None, None) if found is None else (group_checkpoint.decode(found[0]), found[1])
 
     def get(self, group: str) -> Checkpoint:
         cp = self.read(group)[0]
@@ -45,7 +45,7 @@ class FakeStore:
                 out[cp.group] = BadVersionError()
             else:
                 new = 0 if current is None else current[1] + 1
-                self.nodes[cp.group] = (checkpoint.encode(cp), new)
+                self.nodes[cp.group] = (group_checkpoint.encode(cp), new)
                 out[cp.group] = new
         return out
 

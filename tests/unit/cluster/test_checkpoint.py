@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rill.coordinator import checkpoint
-from rill.coordinator.checkpoint import Checkpoint, Decision, GroupSnapshot, Writer, claim, decide, must_wait
+from rill.coordinator import group_checkpoint
+from rill.coordinator.group_checkpoint import Checkpoint, Decision, GroupSnapshot, Writer, claim, decide, must_wait
 from rill.coordinator.records import GroupCreated, GroupReleased
 from rill.v1 import coordinator_pb2 as pb
 from tests.unit.coordinator.harness import Harness
@@ -24,14 +24,14 @@ def cp(writer: Writer, snap: GroupSnapshot | None, seq: int = 4, released: bool 
 def test_round_trip() -> None:
     """A checkpoint and a tombstone decode to what was encoded."""
     for value in (cp(ME, NEW, released=True), cp(OTHER, None)):
-        assert checkpoint.decode(checkpoint.encode(value)) == value
+        assert group_checkpoint.decode(group_checkpoint.encode(value)) == value
 
 
 def test_garbage_is_refused() -> None:
     """Anything that is not a checkpoint of format 1 raises ValueError."""
     for data in (b"", b"{}", b"[1]", b'{"format": 2}'):
         with pytest.raises(ValueError):
-            checkpoint.decode(data)
+            group_checkpoint.decode(data)
 
 
 def test_no_checkpoint_keeps_local_state() -> None:
@@ -42,7 +42,7 @@ def test_no_checkpoint_keeps_local_state() -> None:
 
 def test_own_older_checkpoint_does_not_discard_newer_local_state() -> None:
     """A checkpoint this instance wrote is never newer than its local state (which only moved on since)."""
-    assert decide("g", NEW, cp(ME, OLD, seq=9), ME) == checkpoint.Takeover(Decision.KEEP_LOCAL)
+    assert decide("g", NEW, cp(ME, OLD, seq=9), ME) == group_checkpoint.Takeover(Decision.KEEP_LOCAL)
 
 
 def test_returning_broker_does_not_resurrect_its_old_state() -> None:

@@ -9,7 +9,7 @@ import structlog
 
 from rill.v1 import coordinator_pb2 as pb
 
-from rill.coordinator.checkpoint import Writer
+from rill.coordinator.group_checkpoint import Writer
 from tests.unit.cluster.fakes import FakeStore, Node, group_on
 
 OFFSETS = [0, 14, 28, 42, 56, 70]  # message boundaries of t-0 (payloads of 10 bytes)

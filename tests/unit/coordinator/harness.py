@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from rill.coordinator.catalog import StaticCatalog
+from rill.coordinator.topic_catalog import StaticCatalog
 from rill.client.clock import FakeClock, FakeTimer
-from rill.coordinator.coordinator import GroupCoordinator
+from rill.coordinator.group_coordinator import GroupCoordinator
 from rill.coordinator.describe import GroupDescription
 from rill.coordinator.pending import PendingJoin
 from rill.coordinator.records import Record

@@ -10,7 +10,7 @@ from hypothesis import event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from rill.coordinator import membership
+from rill.coordinator import membership_protocol
 from rill.coordinator.assignors import ASSIGNORS
 from rill.coordinator.pending import PendingJoin
 from rill.v1 import coordinator_pb2 as pb
@@ -29,7 +29,7 @@ class GroupMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         ids = itertools.count()  # member ids must not depend on uuid4, or hypothesis cannot replay a run
-        self.ids = mock.patch.object(membership, "uuid", SimpleNamespace(
+        self.ids = mock.patch.object(membership_protocol, "uuid", SimpleNamespace(
             uuid4=lambda: SimpleNamespace(hex=f"{next(ids):032x}")))
         self.ids.start()
         self.h = Harness({"t": 5, "u": 2})

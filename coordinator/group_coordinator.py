@@ -28,16 +28,16 @@ import structlog
 
 from rill.client.structs import TopicPartition
 from rill.coordinator import management, offsets
-from rill.coordinator.catalog import Catalog
+from rill.coordinator.topic_catalog import Catalog
 from rill.client.clock import Clock, Timer, TimerHandle
 from rill.coordinator.describe import GroupDescription, describe
-from rill.coordinator.group import Group
+from rill.coordinator.group_state import Group
 from rill.coordinator.limits import Limits
-from rill.coordinator.membership import Membership, TimerAction
+from rill.coordinator.membership_protocol import Membership, TimerAction
 from rill.coordinator.pending import PendingJoin
-from rill.coordinator.rebalance import join_error
+from rill.coordinator.rebalance_completion import join_error
 from rill.coordinator.locks import GroupLocks
-from rill.coordinator.checkpoint import GroupSnapshot, snapshot_of
+from rill.coordinator.group_checkpoint import GroupSnapshot, snapshot_of
 from rill.coordinator.records import (
     GenerationStarted, GroupCreated, GroupDeleted, GroupReleased, OffsetsCommitted, Record,
 )

@@ -1,6 +1,6 @@
 """Completing a rebalance: the new assignment, its records, and the join responses.
 
-Pure functions of a group and the catalog; :mod:`rill.coordinator.membership`
+Pure functions of a group and the catalog; :mod:`rill.coordinator.membership_protocol`
 decides when a rebalance completes, the coordinator's replay applies the records.
 
 - The assignment uses the group's strategy over the live members: each member's
@@ -23,9 +23,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from rill.coordinator.assignors import get_assignor
-from rill.coordinator.catalog import Catalog
+from rill.coordinator.topic_catalog import Catalog
 from rill.client.structs import TopicPartition
-from rill.coordinator.group import Group, Member
+from rill.coordinator.group_state import Group, Member
 from rill.coordinator.records import GenerationStarted, GroupDeleted, Record
 from rill.v1 import coordinator_pb2 as pb
 

@@ -48,13 +48,13 @@ from collections.abc import Callable, Mapping
 import structlog
 
 from rill.client.topics import is_valid_topic
-from rill.coordinator.catalog import Catalog
+from rill.coordinator.topic_catalog import Catalog
 from rill.client.clock import Clock, TimerHandle
 from rill.client.structs import TopicPartition
-from rill.coordinator.group import Group, Member
+from rill.coordinator.group_state import Group, Member
 from rill.coordinator.limits import Limits
 from rill.coordinator.pending import PendingJoin
-from rill.coordinator.rebalance import completion_records, join_error, join_response, topics_grew
+from rill.coordinator.rebalance_completion import completion_records, join_error, join_response, topics_grew
 from rill.coordinator.records import GenerationStarted, Record
 from rill.coordinator.state import GroupState, transition
 from rill.v1 import coordinator_pb2 as pb

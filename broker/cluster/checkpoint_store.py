@@ -1,6 +1,6 @@
 """Group checkpoints in ZooKeeper: ``/rill/groups/[group]``, one node per group.
 
-The value is a checkpoint as rill.coordinator.checkpoint encodes it (JSON). Writes
+The value is a checkpoint as rill.coordinator.group_checkpoint encodes it (JSON). Writes
 are conditional: a node is created only if it does not exist and set only at the
 version this broker last read or wrote, so a broker whose idea of the node is out of
 date (it lost the group) gets ``BadVersionError`` / ``NodeExistsError`` instead of
@@ -21,8 +21,8 @@ import structlog
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError, RolledBackError
 
-from rill.coordinator import checkpoint
-from rill.coordinator.checkpoint import Checkpoint
+from rill.coordinator import group_checkpoint
+from rill.coordinator.group_checkpoint import Checkpoint
 
 log = structlog.get_logger(__name__)
 
@@ -53,7 +53,7 @@ class CheckpointStore:
         except NoNodeError:
             return None, None
         try:
-            return checkpoint.decode(bytes(data)), int(stat.version)
+            return group_checkpoint.decode(bytes(data)), int(stat.version)
         except ValueError as exc:
             log.error("group.checkpoint_unreadable", group=group, path=self.path(group), error=str(exc))
             return None, int(stat.version)
@@ -76,7 +76,7 @@ class CheckpointStore:
         batch: list[tuple[Checkpoint, int | None, bytes]] = []
         size = 0
         for cp, version in items:
-            data = checkpoint.encode(cp)
+            data = group_checkpoint.encode(cp)
             if batch and size + len(data) > MAX_TRANSACTION_BYTES:
                 outcomes.update(self._commit(batch))
                 batch, size = [], 0
