@@ -121,9 +121,6 @@ class AdminClient:
     def create_topic(self, topic: str, partitions: int) -> apb.CreateTopicResponse:
         return cast(apb.CreateTopicResponse, self._call(self.admin.CreateTopic, apb.CreateTopicRequest(topic=topic, partitions=partitions)))
 
-    def list_topics(self) -> apb.ListTopicsResponse:
-        return cast(apb.ListTopicsResponse, self._call(self.admin.ListTopics, apb.ListTopicsRequest()))
-
     def describe_topics(self, topics: Sequence[str] = ()) -> apb.DescribeTopicsResponse:
         return cast(apb.DescribeTopicsResponse, self._call(self.admin.DescribeTopics, apb.DescribeTopicsRequest(topics=list(topics))))
 

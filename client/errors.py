@@ -155,9 +155,3 @@ def error_for_code(code: int, message: str = "") -> BrokerError:
     cls = _BY_CODE.get(code, UnknownError)
     default = f"{cls.__name__} (error code {code})" + (f": {cls.meaning}" if cls.meaning else "")
     return cls(message or default, code=code)
-
-
-def raise_for_code(code: int, message: str = "") -> None:
-    """Raise the exception for ``code`` unless it is 0 (no error)."""
-    if code != 0:
-        raise error_for_code(code, message)

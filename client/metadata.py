@@ -9,7 +9,6 @@ poll loop). Not thread-safe.
 from __future__ import annotations
 
 import random
-import time
 from collections.abc import Iterable, Sequence
 
 import structlog
@@ -29,7 +28,6 @@ class ClusterMetadata:
         self.timeout = timeout
         self.brokers: dict[int, rq.BrokerInfo] = {}
         self.topics: dict[str, rq.TopicMetadata] = {}
-        self.refreshed_at = 0.0
 
     def addresses(self) -> list[tuple[str, int]]:
         """Addresses to try: the known brokers (shuffled), then the bootstrap addresses not among them."""
@@ -65,7 +63,6 @@ class ClusterMetadata:
                 self.topics[t.topic] = t
             else:
                 self.topics.pop(t.topic, None)
-        self.refreshed_at = time.monotonic()
 
     def partitions(self, topic: str) -> int | None:
         """Partition count, or None when the topic is not known (yet)."""

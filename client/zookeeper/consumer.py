@@ -133,7 +133,6 @@ class ZkConsumer:
         self._group = ZkGroup(self.zk, self.group, self.consumer_id)
         self._buffers: StreamBuffers | None = None
         self._rebalancer: Rebalancer | None = None
-        self._thread_ids: dict[str, list[int]] = {}
         self._closed = False
 
     def _connect(self) -> None:

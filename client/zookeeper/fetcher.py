@@ -174,7 +174,3 @@ class FetcherPool:
                 if fetcher.thread.is_alive():
                     fetcher.log.warning("zookeeper_consumer.fetcher_did_not_stop")
         self._fetchers = []
-
-    @property
-    def running(self) -> int:
-        return sum(1 for f in self._fetchers if f.thread.is_alive())

@@ -197,10 +197,6 @@ class ZkGroup:
                 deleted += self._delete_at(path, stat.version)
         return deleted
 
-    @property
-    def claimed_paths(self) -> set[str]:
-        return set(self._claimed)
-
     # -- offsets --------------------------------------------------------------------------
 
     def read_offsets(self, keys: Iterable[PartitionKey]) -> dict[PartitionKey, int | None]:
