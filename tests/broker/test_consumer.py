@@ -412,6 +412,94 @@ def test_subscribe_by_pattern_picks_up_new_topics(broker: RunningBroker, consume
     assert c.subscription() == {"orders-eu", "orders-us"}
 
 
+def poll_for(consumer: Consumer, seconds: float) -> list[Message]:
+    """Everything ``consumer`` returns from short polls over ``seconds``."""
+    got: list[Message] = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        got += consumer.poll(0.05)
+    return got
+
+
+def test_remove_topic_gives_up_its_partitions_and_keeps_the_others(broker: RunningBroker, consumers) -> None:
+    """remove_topic(topic) rebalances without the topic: its partitions leave the assignment, the
+    subscription no longer names it, and poll() returns nothing from it; the other topic goes on."""
+    create_topic(broker, "kept", 1)
+    create_topic(broker, "dropped", 2)
+    c = consumers()
+    c.add_topic("kept")
+    c.add_topic("dropped")
+    poll_until([c], lambda: c.assignment() == {("kept", 0), ("dropped", 0), ("dropped", 1)})
+    generation = c.generation
+    c.remove_topic("dropped")
+    poll_until([c], lambda: c.assignment() == {("kept", 0)})
+    assert c.subscription() == {"kept"} and c.generation > generation
+    for p in (0, 1):
+        produce(broker, "dropped", p, [b"not for c"])
+    produce(broker, "kept", 0, [b"for c"])
+    got = poll_until([c], lambda: bool(got.get(0)), into=(got := {}))
+    got[0] += poll_for(c, 0.5)
+    assert values(got[0]) == [b"for c"]
+    c.remove_topic("never-added")  # not subscribed: nothing changes
+    assert c.subscription() == {"kept"}
+
+
+def test_remove_topic_with_a_partition_releases_that_static_partition(broker: RunningBroker, consumers) -> None:
+    """remove_topic(topic, partition) stops reading a static partition at once (no group) and
+    leaves the other static partition of the topic alone."""
+    create_topic(broker, "t", 2)
+    c = consumers(group_id=None, auto_offset_reset="earliest")
+    c.add_topic("t", 0)
+    c.add_topic("t", 1)
+    produce(broker, "t", 0, [b"p0-old"])
+    produce(broker, "t", 1, [b"p1-old"])
+    got = poll_until([c], lambda: len(got.get(0, [])) == 2, into=(got := {}))
+    assert sorted(values(got[0])) == [b"p0-old", b"p1-old"]
+    c.remove_topic("t", 0)
+    assert c.assignment() == {("t", 1)}
+    produce(broker, "t", 0, [b"p0-new"])
+    produce(broker, "t", 1, [b"p1-new"])
+    got = poll_until([c], lambda: bool(got.get(0)), into=(got := {}))
+    got[0] += poll_for(c, 0.5)
+    assert [(m.partition, m.value) for m in got[0]] == [(1, b"p1-new")]
+
+
+def test_unsubscribe_drops_topics_pattern_and_static_partitions(broker: RunningBroker, consumers) -> None:
+    """After unsubscribe() a member owns and returns nothing; the rest of the group takes its
+    partitions over."""
+    create_topic(broker, "t", 2)
+    create_topic(broker, "s", 1)
+    a, b = consumers(metadata_max_age_ms=100), consumers()
+    a.subscribe(pattern=r"t")
+    a.add_topic("s", 0)
+    b.add_topic("t")
+    poll_until([a, b], lambda: len(a.assignment()) == 2 and len(b.assignment()) == 1
+               and ("s", 0) in a.assignment())
+    a.unsubscribe()
+    poll_until([a, b], lambda: not a.assignment() and b.assignment() == {("t", 0), ("t", 1)})
+    assert a.subscription() == set()
+    for p in (0, 1):
+        produce(broker, "t", p, [f"t{p}".encode()])
+    produce(broker, "s", 0, [b"s0"])
+    got = poll_until([a, b], lambda: len(got.get(1, [])) == 2, into=(got := {}))
+    got[0] += poll_for(a, 0.5)
+    assert got[0] == []
+    assert sorted(values(got[1])) == [b"t0", b"t1"]
+
+
+def test_unsubscribe_without_a_group_stops_reading_at_once(broker: RunningBroker, consumers) -> None:
+    create_topic(broker, "t", 1)
+    c = consumers(group_id=None, auto_offset_reset="earliest")
+    c.add_topic("t", 0)
+    produce(broker, "t", 0, [b"read"])
+    got = poll_until([c], lambda: bool(got.get(0)), into=(got := {}))
+    assert values(got[0]) == [b"read"]
+    c.unsubscribe()
+    assert c.assignment() == set()
+    produce(broker, "t", 0, [b"not read"])
+    assert poll_for(c, 0.5) == []
+
+
 # ---------------------------------------------------------------- seek, pause, reset
 
 
