@@ -1,9 +1,16 @@
-"""Stateless request/response clients for one broker, after Kafka 0.7's SimpleConsumer.
+"""Blocking, stateless request/response clients for one broker, after Kafka 0.7's SimpleConsumer.
 
 :class:`SimpleConsumer` fetches from an offset the caller keeps (nothing is stored on
 the broker); :class:`SimpleProducer` appends message sets, acknowledged (PRODUCE_ACK)
 or fire-and-forget (0.7's PRODUCE and MULTIPRODUCE). Each holds one
 :class:`~rill.client.connection.BrokerConnection`, opened on first use.
+
+Both are blocking: each call sends its request and waits, in the calling thread, for
+the broker's answer (or, fire-and-forget, until the request is written), for at most
+``timeout`` seconds per socket operation (None: no limit); there is no background
+thread, no batching and no group membership. For a client that does not block the
+caller, use :class:`~rill.client.producer.Producer` (sends return a future) and
+:class:`~rill.client.consumer.Consumer` (``poll()`` with a timeout).
 
 Errors:
 
@@ -134,7 +141,15 @@ class _Client:
 
 
 class SimpleConsumer(_Client):
-    """Fetch messages and offsets from one broker; the caller keeps the offsets.
+    """A blocking client that fetches messages and offsets from one broker; the caller keeps the offsets.
+
+    Every method sends its request and blocks the calling thread until the broker
+    answers (a fetch whose first message does not fit asks again with a larger size;
+    a read whose connection broke reconnects and asks once more), waiting at most
+    ``timeout`` seconds per socket operation (None: no limit; :meth:`fetch_wait` adds
+    its ``max_wait_ms``); a timeout raises :class:`~rill.client.errors.ConnectionClosed`.
+    Requests from several threads are serialized. For a consumer that does not block
+    the caller, with group membership, use :class:`~rill.client.consumer.Consumer`.
 
     ``max_fetch_size`` is the default ``max_size`` of a fetch (bytes of messages per
     partition). A message bigger than the fetch size comes back cut short; the
