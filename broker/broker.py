@@ -14,16 +14,16 @@ from __future__ import annotations
 import structlog
 
 from rill.broker.cluster.cluster_view import ClusterView
-from rill.broker.config import BrokerConfig
 from rill.broker.cluster.coordinator_host import CoordinatorHost, advertised_host
+from rill.broker.cluster.registration import ZkRegistration
+from rill.broker.config import BrokerConfig
 from rill.broker.dataplane.handlers import RequestHandlers
+from rill.broker.dataplane.server import BrokerServer
 from rill.broker.log.manager import LogManager
 from rill.broker.log.open_files import OpenFiles
-from rill.broker.dataplane.server import BrokerServer
-from rill.broker.cluster.registration import ZkRegistration
-from rill.client.zookeeper.registry import RegistryView
 from rill.client.errors import StorageError
 from rill.client.protocol import requests as rq
+from rill.client.zookeeper.registry import RegistryView
 
 log = structlog.get_logger(__name__)
 

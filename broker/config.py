@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rill.broker.log.log_config import LogConfig
-from rill.client.config import ConfigError  # one ConfigError for clients and brokers
+from rill.client.client_config import ConfigError  # one ConfigError for clients and brokers
 
 HOUR_MS = 3600 * 1000
 

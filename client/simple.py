@@ -3,7 +3,7 @@
 :class:`SimpleConsumer` fetches from an offset the caller keeps (nothing is stored on
 the broker); :class:`SimpleProducer` appends message sets, acknowledged (PRODUCE_ACK)
 or fire-and-forget (0.7's PRODUCE and MULTIPRODUCE). Each holds one
-:class:`~rill.client.connection.BrokerConnection`, opened on first use.
+:class:`~rill.client.blocking_connection.BrokerConnection`, opened on first use.
 
 Both are blocking: each call sends its request and waits, in the calling thread, for
 the broker's answer (or, fire-and-forget, until the request is written), for at most
@@ -37,12 +37,12 @@ from typing import NamedTuple
 
 import structlog
 
-from rill.client.connection import DEFAULT_MAX_RESPONSE_SIZE, SAME_TIMEOUT, BrokerConnection
+from rill.client.blocking_connection import DEFAULT_MAX_RESPONSE_SIZE, SAME_TIMEOUT, BrokerConnection
 from rill.client.errors import BrokerError, ConnectionClosed, InvalidFetchSize, error_for_code
 from rill.client.protocol import requests as rq
 from rill.client.protocol.framing import DecodeError
 from rill.client.protocol.messages import CODEC_NONE, LENGTH, Message, decode_message_set, encode_message_set
-from rill.client.topics import validate_topic
+from rill.client.topic_names import validate_topic
 
 __all__ = ["FetchResult", "SimpleConsumer", "SimpleProducer", "DEFAULT_MAX_FETCH_SIZE", "DEFAULT_FETCH_SIZE_LIMIT"]
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from rill.client.topics import is_valid_topic
+from rill.client.topic_names import is_valid_topic
 from rill.coordinator.assignors import ASSIGNORS, DEFAULT_ASSIGNOR
 from rill.coordinator.group_state import Group
 from rill.coordinator.limits import Limits

@@ -47,7 +47,7 @@ from collections.abc import Callable, Mapping
 
 import structlog
 
-from rill.client.topics import is_valid_topic
+from rill.client.topic_names import is_valid_topic
 from rill.coordinator.topic_catalog import Catalog
 from rill.client.clock import Clock, TimerHandle
 from rill.client.structs import TopicPartition

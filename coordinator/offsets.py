@@ -45,7 +45,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 from rill.client.errors import BrokerError
 from rill.client.structs import TopicPartition
-from rill.client.topics import is_valid_topic
+from rill.client.topic_names import is_valid_topic
 from rill.coordinator.topic_catalog import Catalog, error_code_for
 from rill.coordinator.group_state import Group
 from rill.coordinator.records import GroupCreated, OffsetsCommitted, Record

@@ -14,11 +14,11 @@ from typing import Any
 import grpc
 import structlog
 
-from rill.broker.cluster.log_catalog import LogCatalog
 from rill.broker.cluster.cluster_view import ClusterView
+from rill.broker.cluster.log_catalog import LogCatalog
 from rill.broker.log.manager import LogManager
-from rill.client.protocol import requests as rq
 from rill.client.errors import BrokerError, InvalidPartitions, InvalidTopic, PartitionLimitReached, StorageError
+from rill.client.protocol import requests as rq
 from rill.v1 import admin_pb2 as apb
 from rill.v1 import admin_pb2_grpc as apb_grpc
 from rill.v1 import coordinator_pb2 as pb

@@ -30,20 +30,20 @@ import grpc
 import structlog
 
 from rill.broker.cluster.admin_servicer import AdminServicer
-from rill.broker.cluster.log_catalog import LogCatalog
 from rill.broker.cluster.cluster_view import ClusterView
-from rill.broker.config import BrokerConfig, ConfigError
 from rill.broker.cluster.group_placement import GroupPlacement
+from rill.broker.cluster.log_catalog import LogCatalog
+from rill.broker.config import BrokerConfig, ConfigError
 from rill.broker.log import checkpoint
-from rill.broker.log.log_config import LogConfig
 from rill.broker.log.log import Log
+from rill.broker.log.log_config import LogConfig
 from rill.broker.log.manager import LogManager
-from rill.coordinator import aio_server, grpc_server
 from rill.client.clock import ThreadTimer
+from rill.client.zookeeper.registry import RegistryView
+from rill.coordinator import aio_server, grpc_server
 from rill.coordinator.group_coordinator import GroupCoordinator
 from rill.coordinator.offsets_log import OffsetStore
 from rill.coordinator.service import GroupCoordinatorServicer, RecordSink
-from rill.client.zookeeper.registry import RegistryView
 from rill.v1 import admin_pb2 as apb
 from rill.v1 import coordinator_pb2 as pb
 

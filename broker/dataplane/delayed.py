@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 import structlog
 
-from rill.broker.dataplane.connection import Connection, Slot
+from rill.broker.dataplane.server_connection import Connection, Slot
 from rill.broker.dataplane.storage import FlushScheduler, Loop, PartitionLog
 from rill.broker.log.results import FileSlice
 from rill.client.errors import ErrorCode

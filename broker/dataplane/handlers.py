@@ -17,15 +17,15 @@ from typing import Any
 import structlog
 
 from rill.broker.cluster.cluster_view import ClusterView
-from rill.broker.dataplane.connection import Connection, Slot
-from rill.broker.dataplane.server import BrokerServer
 from rill.broker.dataplane.delayed import DelayedFetches, FsyncAcks, ReadResult
+from rill.broker.dataplane.server import BrokerServer
+from rill.broker.dataplane.server_connection import Connection, Slot
 from rill.broker.dataplane.storage import FlushScheduler, PartitionLog, PartitionStore
 from rill.broker.dataplane.topic_creation import DataPlaneTopics
 from rill.client.errors import BrokerError, ErrorCode, InvalidFetchSize, InvalidRequest, UnknownTopic
 from rill.client.protocol import requests as rq
 from rill.client.protocol.fetch_response import fetch_response_parts, multifetch_response_parts
-from rill.client.topics import validate_topic
+from rill.client.topic_names import validate_topic
 
 log = structlog.get_logger(__name__)
 

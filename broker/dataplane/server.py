@@ -26,10 +26,10 @@ from typing import Any
 
 import structlog
 
-from rill.broker.dataplane.connection import Connection, Slot
 from rill.broker.dataplane.connection_table import ConnectionTable
 from rill.broker.dataplane.event_loop import EventLoop, raise_fd_limit
 from rill.broker.dataplane.request_memory import RequestMemory
+from rill.broker.dataplane.server_connection import Connection, Slot
 from rill.broker.dataplane.throttled_log import ThrottledLog
 from rill.client.protocol.framing import DecodeError
 

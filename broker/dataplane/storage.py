@@ -5,7 +5,7 @@ The request handlers, the delayed answers and topic creation see the log storage
 :class:`~rill.broker.log.log.Log`) only through :class:`PartitionStore` and
 :class:`PartitionLog`, and the event loop only through :class:`Loop`; the broker
 (rill.broker.broker) hands them the real objects. So a produce can be followed by
-types alone: socket -> :class:`~rill.broker.dataplane.connection.Connection` ->
+types alone: socket -> :class:`~rill.broker.dataplane.server_connection.Connection` ->
 :class:`~rill.broker.dataplane.handlers.RequestHandlers` -> :meth:`PartitionLog.append`,
 and a fetch back: :meth:`PartitionLog.read` -> :class:`~rill.broker.log.results.FileSlice`
 -> rill.client.protocol.fetch_response's parts -> ``os.sendfile``.
@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from typing import Protocol
 
-from rill.broker.dataplane.connection import Connection
+from rill.broker.dataplane.server_connection import Connection
 from rill.broker.log.results import AppendInfo, FileSlice
 from rill.client.net.timer_heap import Timer
 

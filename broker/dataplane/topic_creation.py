@@ -8,7 +8,7 @@ never on the event loop. So:
   filled when the creator has published the topic; other requests on the connection
   go on meanwhile, and their answers keep their order behind it.
 * A produce to a topic that does not exist (``auto.create.topics.enable``) starts its
-  creation and raises :class:`~rill.broker.dataplane.connection.Deferred`: that connection reads
+  creation and raises :class:`~rill.broker.dataplane.server_connection.Deferred`: that connection reads
   nothing more until the topic exists, then the produce is handled again. A creation
   that failed is reported for that topic's partitions (it is not retried for the
   same request). Other connections are served throughout.
@@ -21,11 +21,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from concurrent.futures import Future
-from rill.broker.dataplane.connection import Connection, Deferred, Slot
+from rill.broker.dataplane.server_connection import Connection, Deferred, Slot
 from rill.broker.dataplane.storage import Loop, PartitionStore
 from rill.client.errors import BrokerError, StorageError
 from rill.client.protocol import requests as rq
-from rill.client.topics import is_valid_topic
+from rill.client.topic_names import is_valid_topic
 
 
 _NONE: dict[str, BrokerError] = {}

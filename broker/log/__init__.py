@@ -32,13 +32,13 @@ server's transport turns a slice into ``os.sendfile``.
 
 from __future__ import annotations
 
-from rill.broker.log.log_config import LogConfig
 from rill.broker.log.flusher import Flusher
 from rill.broker.log.log import Log
-from rill.broker.log.results import AppendInfo, FileSlice
-from rill.broker.log.times import EARLIEST_TIME, LATEST_TIME
+from rill.broker.log.log_config import LogConfig
 from rill.broker.log.manager import LogManager
 from rill.broker.log.recovery import CorruptLogError, RecoveryReport
+from rill.broker.log.results import AppendInfo, FileSlice
+from rill.broker.log.times import EARLIEST_TIME, LATEST_TIME
 
 __all__ = [
     "EARLIEST_TIME",

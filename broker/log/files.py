@@ -26,7 +26,7 @@ import re
 import zlib
 
 from rill.client.errors import InvalidTopic, WrongPartition
-from rill.client.topics import is_valid_topic, validate_topic
+from rill.client.topic_names import is_valid_topic, validate_topic
 
 SEGMENT_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"

@@ -28,8 +28,8 @@ from collections.abc import Iterable
 import structlog
 
 from rill.broker.log import batch_sync, checkpoint, creator, files
-from rill.broker.log.log_config import Clock, LogConfig
 from rill.broker.log.log import Log
+from rill.broker.log.log_config import Clock, LogConfig
 from rill.broker.log.open_files import OpenFiles
 from rill.client.errors import StorageError
 

@@ -41,8 +41,8 @@ from typing import Any
 import structlog
 
 from rill.broker.log import files, reads, times
-from rill.broker.log.log_config import MAX_SEGMENT_BYTES, Clock, LogConfig
 from rill.broker.log.integrity import CorruptRange
+from rill.broker.log.log_config import MAX_SEGMENT_BYTES, Clock, LogConfig
 from rill.broker.log.open_files import UNBOUNDED, OpenFiles
 from rill.broker.log.recovery import RecoveryReport, open_segments
 from rill.broker.log.results import AppendInfo, FileSlice, FlushToken

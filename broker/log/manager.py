@@ -54,16 +54,16 @@ from types import MappingProxyType
 import structlog
 
 from rill.broker.log import batch_sync, checkpoint, creator, files, loading
-from rill.broker.log.log_config import Clock, LogConfig
 from rill.broker.log.flusher import Flusher
 from rill.broker.log.integrity import CorruptRange
 from rill.broker.log.log import Log
+from rill.broker.log.log_config import Clock, LogConfig
 from rill.broker.log.open_files import OpenFiles
 from rill.broker.log.retention import apply_retention
 from rill.broker.log.scrubber import Scrubber
 from rill.client.errors import (InvalidPartitions, InvalidRequest, InvalidTopic, PartitionLimitReached, StorageError,
                                 UnknownTopic, WrongPartition)
-from rill.client.topics import is_valid_topic, validate_topic
+from rill.client.topic_names import is_valid_topic, validate_topic
 
 FREEZE_EVERY = 1000  # logs opened between two gc.freeze() calls
 BATCH_SYNC_MIN = 64  # logs due at once from which one syncfs replaces an fsync each

@@ -43,9 +43,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from rill.broker.log import files
-from rill.broker.log.log_config import LogConfig
 from rill.broker.log.index import read_index_file, unpack_entries
 from rill.broker.log.integrity import find_valid_from
+from rill.broker.log.log_config import LogConfig
 from rill.broker.log.open_files import OpenFiles
 from rill.broker.log.segment import IndexLoader, Segment, load_trusted_index
 from rill.client.errors import StorageError

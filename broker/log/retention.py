@@ -19,8 +19,8 @@ serialises it with rolls.
 
 from __future__ import annotations
 
-from rill.broker.log.log_config import LogConfig
 from rill.broker.log.log import Log
+from rill.broker.log.log_config import LogConfig
 from rill.broker.log.segment import Segment
 
 

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 import structlog
 
 from rill.broker.log import files
-from rill.broker.log.log_config import LogConfig
 from rill.broker.log.integrity import CorruptRange, corrupt_range_at, verify_messages
+from rill.broker.log.log_config import LogConfig
 
 COORDINATOR_LOG = os.path.join(".coordinator", "offsets-0")
 PROGRESS_EVERY_S = 5.0

@@ -13,8 +13,8 @@ from typing import Any, TextIO
 
 import structlog
 
-from rill.client.connection import parse_address
-from rill.client.topics import MAX_TOPIC_LENGTH, is_valid_topic
+from rill.client.blocking_connection import parse_address
+from rill.client.topic_names import MAX_TOPIC_LENGTH, is_valid_topic
 
 DEFAULT_BROKER = "localhost:9092"
 BROKER_ENV = "RILL_BROKER"

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 from rill.client.cli.common import (CliError, EXIT_USAGE, add_broker_arguments, info, non_negative_int,
                                     positive_int, topic_name, unknown_topic)
 from rill.client.cli.formatting import DEFAULT_FORMAT, OFFSET_FORMAT, compile_format
+from rill.client.cluster_metadata import ClusterMetadata
 from rill.client.errors import BrokerError, InvalidOffset, OffsetOutOfRange, RillError
-from rill.client.metadata import ClusterMetadata
 from rill.client.protocol.messages import Message
 from rill.client.protocol.requests import FetchRequest
 from rill.client.simple import DEFAULT_FETCH_SIZE_LIMIT, DEFAULT_MAX_FETCH_SIZE, FetchResult, SimpleConsumer

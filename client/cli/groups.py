@@ -13,8 +13,8 @@ import re
 import time
 from datetime import datetime, timezone
 
-from rill.client.admin import AdminClient, error_name
 from rill.client.cli.common import CliError, non_negative_int, positive_float, topic_name
+from rill.client.grpc_client import AdminClient, error_name
 from rill.v1 import coordinator_pb2 as pb
 
 GRPC_ENV = "RILL_GRPC"

@@ -13,7 +13,7 @@ from rill.client.cli.common import CliError, add_broker_arguments, info, non_neg
 from rill.client.protocol.messages import CODEC_GZIP, CODEC_NONE
 from rill.client.protocol.requests import ANY_PARTITION, Acks
 from rill.client.errors import RillError
-from rill.client.metadata import ClusterMetadata
+from rill.client.cluster_metadata import ClusterMetadata
 from rill.client.simple import SimpleProducer
 
 ACKS = {"append": Acks.APPEND, "fsync": Acks.FSYNC, "none": None}

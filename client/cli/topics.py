@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from rill.client.cli.common import add_broker_arguments, positive_int, topic_name
-from rill.client.admin import AdminClient
+from rill.client.grpc_client import AdminClient
 from rill.client.cli.common import CliError
 from rill.client.cli.groups import add_grpc_arguments
 from rill.client.simple import SimpleConsumer

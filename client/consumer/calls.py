@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from rill.client.consumer.errors import IllegalStateError
-from rill.client.consumer.group import GroupClient
+from rill.client.consumer.group_client import GroupClient
 from rill.client.consumer.offset_fetcher import OffsetFetcher
 from rill.client.consumer.subscription import SubscriptionState, TopicPartition
-from rill.client.metadata import ClusterMetadata
+from rill.client.cluster_metadata import ClusterMetadata
 
 PartitionLike = tuple[str, int]
 

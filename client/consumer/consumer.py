@@ -20,7 +20,7 @@ The pieces: :mod:`~rill.client.consumer.subscription` (what is owned, positions,
 pauses), :mod:`~rill.client.consumer.fetcher` (pipelined long-poll fetches),
 :mod:`~rill.client.consumer.offset_fetcher` (offsets by time, position resets),
 :mod:`~rill.client.consumer.metadata_refresh` (when metadata is refreshed),
-:mod:`~rill.client.consumer.group` (the coordinator client) and
+:mod:`~rill.client.consumer.group_client` (the coordinator client) and
 :mod:`~rill.client.net.selector_loop` (the one wait, over :mod:`~rill.client.net.broker_socket` connections).
 
 Not thread-safe: one thread calls every method (the gRPC library's own threads only
@@ -40,7 +40,7 @@ import structlog
 
 from rill.client.consumer.errors import NoOffsetForPartition
 from rill.client.consumer.fetcher import FetchConfig, Fetcher
-from rill.client.consumer.group import GroupClient
+from rill.client.consumer.group_client import GroupClient
 from rill.client.consumer.group_offsets import GroupOffsetCalls
 from rill.client.consumer.membership import STABLE
 from rill.client.consumer.metadata_refresh import MetadataRefresh
@@ -49,11 +49,11 @@ from rill.client.consumer.positions import PositionCalls
 from rill.client.consumer.settings import consumer_settings
 from rill.client.consumer.subscription import SubscriptionState, TopicPartition
 from rill.client.errors import RillError
-from rill.client.metadata import ClusterMetadata
+from rill.client.cluster_metadata import ClusterMetadata
 from rill.client.protocol import requests as rq
 from rill.client.protocol.messages import Message
 from rill.client.net.selector_loop import SelectorLoop
-from rill.client.topics import validate_topic
+from rill.client.topic_names import validate_topic
 
 log = structlog.get_logger(__name__)
 

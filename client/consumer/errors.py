@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from rill.client.admin import error_name
+from rill.client.grpc_client import error_name
 from rill.client.consumer.subscription import TopicPartition
 from rill.client.errors import RillError
 

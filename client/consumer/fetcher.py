@@ -44,7 +44,7 @@ from rill.client.net.broker_socket import BrokerSocket, SocketState
 from rill.client.consumer.partition_fetch import Chunk, Fetched, PartitionFetch, decode_chunk, handle_error
 from rill.client.consumer.subscription import SubscriptionState, TopicPartition
 from rill.client.errors import ConnectionClosed
-from rill.client.metadata import ClusterMetadata
+from rill.client.cluster_metadata import ClusterMetadata
 from rill.client.protocol import requests as rq
 from rill.client.protocol.framing import DecodeError
 from rill.client.protocol.messages import Message

@@ -3,7 +3,7 @@
 commit() and committed() store and read this group's offsets on the coordinator;
 rewind_offsets() and rewind_to_time() move them for the whole group, live (seed 003's
 "Offset Rewind"). All need ``group.id`` and are blocking, each bounded by
-``request.timeout.ms``; the work is :class:`~rill.client.consumer.group.GroupClient`'s,
+``request.timeout.ms``; the work is :class:`~rill.client.consumer.group_client.GroupClient`'s,
 these calls choose the partitions and offsets.
 
 Not thread-safe: see :class:`~rill.client.consumer.consumer.Consumer`.
@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from rill.client.consumer.calls import ConsumerCalls, PartitionLike, partition_names
 from rill.client.consumer.errors import IllegalStateError
 from rill.client.consumer.subscription import TopicPartition
-from rill.client.topics import validate_topic
+from rill.client.topic_names import validate_topic
 from rill.v1 import coordinator_pb2 as pb
 
 

@@ -2,7 +2,7 @@
 
 Seed 003's membership protocol, as docs/groups.md implements it:
 
-1. Find the coordinator (:mod:`~rill.client.consumer.coordinator`): ``ListGroups([group])``
+1. Find the coordinator (:mod:`~rill.client.consumer.coordinator_lookup`): ``ListGroups([group])``
    to a random broker; a group that does not exist yet is created.
 2. ``RegisterConsumer`` with the subscription (topics, static partitions) and, after
    the first time, the member id. It answers only when the group's rebalance
@@ -23,7 +23,7 @@ Seed 003's membership protocol, as docs/groups.md implements it:
 
 :class:`GroupMembership` does steps 1 to 5; what a consumer adds to them (auto-commit,
 ``on_assign``/``on_revoke``, commits and rewinds) is
-:class:`~rill.client.consumer.group.GroupClient`, through the ``_on_*`` hooks at the
+:class:`~rill.client.consumer.group_client.GroupClient`, through the ``_on_*`` hooks at the
 end of the class. The long call, RegisterConsumer, and the frequent one, Heartbeat,
 never block; finding the coordinator and LeaveGroup do, each bounded by
 ``request.timeout.ms``.
@@ -41,15 +41,15 @@ from typing import Any
 import grpc
 import structlog
 
-from rill.client.admin import AdminClient, error_name
-from rill.client.consumer.coordinator import CoordinatorLookup
+from rill.client.grpc_client import AdminClient, error_name
+from rill.client.consumer.coordinator_lookup import CoordinatorLookup
 from rill.client.consumer.errors import GroupCoordinatorError, MemberEvicted
 from rill.client.consumer.fetcher import Fetcher
 from rill.client.consumer.heartbeat import Heartbeat
 from rill.client.net.selector_loop import SelectorLoop
 from rill.client.consumer.subscription import SubscriptionState, TopicPartition
 from rill.client.errors import ConnectionClosed, RillError
-from rill.client.metadata import ClusterMetadata
+from rill.client.cluster_metadata import ClusterMetadata
 from rill.v1 import coordinator_pb2 as pb
 
 log = structlog.get_logger(__name__)

@@ -21,10 +21,10 @@ import math
 import structlog
 
 from rill.client.consumer.fetcher import Fetcher
-from rill.client.consumer.group import GroupClient
+from rill.client.consumer.group_client import GroupClient
 from rill.client.consumer.subscription import SubscriptionState
 from rill.client.errors import RillError
-from rill.client.metadata import ClusterMetadata
+from rill.client.cluster_metadata import ClusterMetadata
 
 log = structlog.get_logger(__name__)
 

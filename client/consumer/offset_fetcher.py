@@ -27,7 +27,7 @@ import structlog
 
 from rill.client.consumer.fetcher import FetchConfig, Fetcher
 from rill.client.consumer.subscription import EARLIEST, SubscriptionState, TopicPartition
-from rill.client.metadata import ClusterMetadata
+from rill.client.cluster_metadata import ClusterMetadata
 from rill.client.protocol import requests as rq
 from rill.client.simple import SimpleConsumer
 

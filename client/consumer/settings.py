@@ -2,7 +2,7 @@
 
 ``Consumer({"group.id": "app"}, auto_offset_reset="latest")``: dotted keys in a
 mapping, or the same keys with underscores as keyword arguments (keywords win).
-See :mod:`rill.client.config` for the rules; unknown keys raise ConfigError.
+See :mod:`rill.client.client_config` for the rules; unknown keys raise ConfigError.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rill.client.config import (ConfigError, Setting, boolean, choice, non_negative, optional_callable, positive,
+from rill.client.client_config import (ConfigError, Setting, boolean, choice, non_negative, optional_callable, positive,
                                 resolve, servers)
 
 ASSIGNMENT_STRATEGIES = ("range", "roundrobin", "sticky")

@@ -4,7 +4,7 @@
 :class:`~rill.client.protocol.connection.ProtocolConnection` (which owns framing, the
 in-order pairing of responses with requests, and the size limits). Every client talks
 to brokers through it: the producer's send thread, the consumer's ``poll()`` and, in
-blocking mode, :class:`~rill.client.connection.BrokerConnection` (so the simple
+blocking mode, :class:`~rill.client.blocking_connection.BrokerConnection` (so the simple
 clients, the ZooKeeper consumer's fetchers and the Spark readers too).
 
 What lives here once:

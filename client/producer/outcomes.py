@@ -60,7 +60,7 @@ class BatchOutcomes:
         self.config = config
         self._stopping = stopping
         self.audit: Callable[[ProducerBatch], None] | None = None
-        """Called with each batch acknowledged with offsets (rill.client.producer.audit), if set."""
+        """Called with each batch acknowledged with offsets (rill.client.producer.audit_ledger), if set."""
 
     def complete(self, batch: ProducerBatch, first_offset: int) -> None:
         batch.first_offset = first_offset

@@ -28,18 +28,18 @@ from typing import Any
 
 import structlog
 
-from rill.client.config import ConfigError, Setting, choice, non_negative, optional_callable, positive, resolve, servers
+from rill.client.client_config import ConfigError, Setting, choice, non_negative, optional_callable, positive, resolve, servers
 from rill.client.errors import InvalidTopic, MessageTooLarge, WrongPartition
 from rill.client.producer.accumulator import RecordAccumulator, Unassigned, encoded_ends
-from rill.client.producer.audit import AuditEmitter, AuditLedger
+from rill.client.producer.audit_ledger import AuditEmitter, AuditLedger
 from rill.client.producer.errors import ProducerClosed, ProducerTimeout
 from rill.client.producer.future import MESSAGE_OVERHEAD, BatchResult, SendResponse
 from rill.client.producer.partitioner import partitioner_for
-from rill.client.producer.metadata import MetadataSource, MetadataUpdater, ProducerMetadata, UpdaterFactory
+from rill.client.producer.metadata_updater import MetadataSource, MetadataUpdater, ProducerMetadata, UpdaterFactory
 from rill.client.producer.sender import Sender, SenderConfig
 from rill.client.protocol import requests as rq
 from rill.client.protocol.messages import CODEC_GZIP, CODEC_NONE
-from rill.client.topics import is_valid_topic, validate_topic
+from rill.client.topic_names import is_valid_topic, validate_topic
 
 __all__ = ["Producer", "SETTINGS"]
 

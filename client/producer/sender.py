@@ -3,7 +3,7 @@
 Each turn of the loop, in order:
 
 1. asks for metadata when it is due, creating unknown topics on the way
-   (rill.client.producer.metadata);
+   (rill.client.producer.metadata_updater);
 2. takes the ready batches from the accumulator for every leader that can take more
    requests, encodes them (gzip when asked), collates them per broker into PRODUCE_ACK
    requests (MULTIPRODUCE with ``acks=none``) of at most ``max.request.size`` bytes,
@@ -39,7 +39,7 @@ from rill.client.errors import ConnectionClosed
 from rill.client.producer.accumulator import ProducerBatch, RecordAccumulator
 from rill.client.producer.errors import ProducerClosed, ProducerTimeout
 from rill.client.producer.in_flight import Address, BrokerLink, InFlight, Kind, SocketState, next_deadline
-from rill.client.producer.metadata import MetadataUpdater, ProducerMetadata, UpdaterFactory
+from rill.client.producer.metadata_updater import MetadataUpdater, ProducerMetadata, UpdaterFactory
 from rill.client.producer.outcomes import BatchOutcomes, run_callbacks
 from rill.client.protocol import requests as rq
 from rill.client.protocol.framing import DecodeError

@@ -1,7 +1,7 @@
 """The audit job (seed 001, "Kafka@LinkedIn"): are the messages the producers were acknowledged still there?
 
 Producers with ``audit.topic`` set send, per topic and send window, an event naming the
-offset ranges the broker acknowledged (rill.client.producer.audit gives the format).
+offset ranges the broker acknowledged (rill.client.producer.audit_ledger gives the format).
 This job reads the events and the topics with the ``rill`` source (batch), counts the
 messages present inside each range, and sums per topic and window of ``window_ms``
 (each producer window goes to the window holding its start, so ``window_ms`` should be

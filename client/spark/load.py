@@ -26,7 +26,7 @@ from typing import Any
 
 import structlog
 
-from rill.client.admin import AdminClient, error_name
+from rill.client.grpc_client import AdminClient, error_name
 from rill.client.spark.batch import plan_ranges
 from rill.client.spark.options import DEFAULT_SPLIT_BYTES, SourceOptionError
 from rill.client.spark.output import OutputDir, RunManifest

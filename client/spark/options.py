@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from rill.client.errors import RillError
-from rill.client.topics import is_valid_topic
+from rill.client.topic_names import is_valid_topic
 
 __all__ = ["SourceOptionError", "ReadOptions", "WriteOptions", "OffsetSpec", "EARLIEST", "LATEST",
            "parse_read_options", "parse_write_options"]

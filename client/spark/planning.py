@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import structlog
 
-from rill.client.connection import parse_address
+from rill.client.blocking_connection import parse_address
 from rill.client.errors import BrokerError, ConnectionClosed, InvalidOffset, OffsetOutOfRange
 from rill.client.protocol import requests as rq
 from rill.client.simple import SimpleConsumer

@@ -5,7 +5,7 @@ registration and rebalancing, offsets in ZooKeeper) and the ZooKeeper-aware prod
 """
 
 from rill.client.zookeeper.assignment import FilterSubscription, StaticSubscription
-from rill.client.zookeeper.consumer import Blacklist, Whitelist, ZkConsumer, ZkConsumerError, ZkStream
+from rill.client.zookeeper.zk_consumer import Blacklist, Whitelist, ZkConsumer, ZkConsumerError, ZkStream
 from rill.client.zookeeper.streams import PartitionKey, ZkRecord
 
 __all__ = [

@@ -27,7 +27,7 @@ from kazoo.client import KazooClient
 
 from rill.client.producer.accumulator import RecordAccumulator
 from rill.client.producer.in_flight import Address, BrokerLink
-from rill.client.producer.metadata import Connect, MetadataUpdater, ProducerMetadata, Send, UpdaterFactory
+from rill.client.producer.metadata_updater import Connect, MetadataUpdater, ProducerMetadata, Send, UpdaterFactory
 from rill.client.producer.sender import SenderConfig
 from rill.client.protocol import requests as rq
 from rill.client.zookeeper.registry import ClusterSnapshot, RegistryView, parse_partition_name
@@ -95,7 +95,7 @@ class ZkMetadataUpdater(MetadataUpdater):
 
 class ZkRegistrySource:
     """The kazoo session and registry view a ZooKeeper-aware producer owns: its
-    :class:`~rill.client.producer.metadata.MetadataSource`."""
+    :class:`~rill.client.producer.metadata_updater.MetadataSource`."""
 
     def __init__(self, connect: str, session_timeout_s: float, connect_timeout_s: float) -> None:
         self.connect = connect

@@ -11,7 +11,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from rill.broker.testing import RunningBroker, running_broker
-from rill.client.admin import AdminClient
+from rill.client.grpc_client import AdminClient
 from rill.client.consumer import (CommitFailed, Consumer, IllegalStateError, MemberEvicted, NoOffsetForPartition,
                                   RewindFailed, TopicPartition)
 from rill.client.errors import CorruptMessageError, InvalidOffset, OffsetOutOfRange

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rill.client.admin import AdminClient
+from rill.client.grpc_client import AdminClient
 from rill.client.cli.groups import parse_duration_ms, parse_time_ms
 from rill.client.cli.main import main
 from rill.client.simple import SimpleProducer

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from rill.broker.testing import RunningBroker, running_broker
-from rill.client.admin import AdminClient
+from rill.client.grpc_client import AdminClient
 from rill.client.cli.main import build_parser, main
 
 

@@ -21,7 +21,7 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from rill.client.admin import AdminClient
+from rill.client.grpc_client import AdminClient
 from rill.client.cli.main import main as cli_main
 from rill.client.consumer import CommitFailed, Consumer, MemberEvicted, Message
 from rill.client.errors import RillError

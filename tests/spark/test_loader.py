@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from rill.broker.testing import RunningBroker
-from rill.client.admin import AdminClient
+from rill.client.grpc_client import AdminClient
 from rill.client.simple import SimpleConsumer
 from rill.client.spark.output import OutputDir
 from tests.spark.helpers import create, produce, rows_of, topic_rows

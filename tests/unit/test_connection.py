@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from rill.client.connection import BrokerConnection, parse_address
+from rill.client.blocking_connection import BrokerConnection, parse_address
 from rill.client.errors import ConnectionClosed
 from rill.client.protocol.framing import INT32, FrameTooLarge
 

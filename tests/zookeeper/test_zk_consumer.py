@@ -11,7 +11,7 @@ import pytest
 import structlog
 from kazoo.client import KazooClient
 
-from rill.client.config import ConfigError
+from rill.client.client_config import ConfigError
 from rill.client.zookeeper import PartitionKey, Whitelist, ZkConsumer, ZkConsumerError, ZkRecord
 from tests.zookeeper.test_broker_registration import wait_for
 from tests.zookeeper.zk_consumer_support import FAST, owners, produce, values, zk_brokers

@@ -22,7 +22,7 @@ from collections import deque
 from rill.client.cli.common import CliError, info, positive_int, unknown_topic
 from rill.client.cli.perf.broker_requests import ACKS, ack_errors, data_plane_arguments, ensure_topic, produce_frames
 from rill.client.cli.perf.report import MB, PROGRESS_INTERVAL, report
-from rill.client.connection import BrokerConnection
+from rill.client.blocking_connection import BrokerConnection
 from rill.client.errors import UnknownTopic, error_for_code
 from rill.client.protocol import requests as rq
 from rill.client.protocol.messages import LENGTH, decode_message_set

@@ -13,10 +13,10 @@ from collections.abc import Callable
 
 import grpc
 
-from rill.client.admin import AdminClient
+from rill.client.grpc_client import AdminClient
 from rill.client.cli.common import CliError
 from rill.client.cli.perf.group_members import CLIENT_ID, Member, closed
-from rill.client.connection import parse_address
+from rill.client.blocking_connection import parse_address
 from rill.v1 import coordinator_pb2 as pb
 
 

@@ -29,7 +29,7 @@ import argparse
 import time
 from collections.abc import Callable, Sequence
 
-from rill.client.admin import AdminClient, error_name
+from rill.client.grpc_client import AdminClient, error_name
 from rill.client.cli.common import CliError, positive_float, positive_int, topic_name
 from rill.client.cli.perf.commit_client import CommitClient, data_plane
 from rill.client.cli.perf.group_members import (CLIENT_ID, SETUP_HEARTBEAT_S, Member, MemberLoop, Timed, check_loops,
@@ -39,7 +39,7 @@ from rill.client.cli.perf.mode_comparison import (comparison_arguments, ratio, r
                                                   wait_cluster)
 from rill.client.cli.perf.report import report
 from rill.client.simple import SimpleProducer
-from rill.client.zookeeper.group import ZkGroup
+from rill.client.zookeeper.consumer_nodes import ZkGroup
 from rill.client.zookeeper.streams import PartitionKey
 
 PLACEMENT_TRIES = 200  # group names tried per client to find one the --grpc broker coordinates

@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 
 import grpc
 
-from rill.client.admin import AdminClient, error_name
+from rill.client.grpc_client import AdminClient, error_name
 from rill.client.cli.common import CliError, positive_float, positive_int, topic_name
 from rill.client.cli.perf.commit_client import CommitClient, data_plane
 from rill.client.cli.perf.group_members import (

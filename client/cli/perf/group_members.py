@@ -20,7 +20,7 @@ from typing import Any
 
 import grpc
 
-from rill.client.admin import AdminClient, error_name
+from rill.client.grpc_client import AdminClient, error_name
 from rill.client.cli.common import CliError, info, positive_int, topic_name
 from rill.client.cli.groups import add_grpc_arguments
 from rill.client.cli.perf.report import PROGRESS_INTERVAL, percentile

@@ -13,7 +13,7 @@ import time
 
 from kazoo.client import KazooClient
 
-from rill.client.admin import AdminClient
+from rill.client.grpc_client import AdminClient
 from rill.client.cli.common import CliError, topic_name
 from rill.client.cli.groups import add_grpc_arguments
 

@@ -33,7 +33,7 @@ from typing import Any
 from rill.client.cli.common import CliError, add_broker_arguments, info, positive_float, positive_int, topic_name
 from rill.client.cli.perf.broker_requests import ensure_topic, produce_frames
 from rill.client.cli.perf.report import MB, percentile, report
-from rill.client.connection import BrokerConnection
+from rill.client.blocking_connection import BrokerConnection
 from rill.client.consumer import Consumer, TopicPartition
 from rill.client.errors import error_for_code
 from rill.client.protocol import requests as rq

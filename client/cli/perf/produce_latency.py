@@ -13,7 +13,7 @@ import time
 from rill.client.cli.common import CliError, positive_int
 from rill.client.cli.perf.broker_requests import ACKS, ack_errors, data_plane_arguments, ensure_topic
 from rill.client.cli.perf.report import percentile, report
-from rill.client.connection import BrokerConnection
+from rill.client.blocking_connection import BrokerConnection
 from rill.client.protocol import requests as rq
 from rill.client.protocol.messages import encode_message_set
 from rill.client.simple import SimpleConsumer

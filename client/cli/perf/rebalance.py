@@ -20,7 +20,7 @@ import statistics
 import time
 from typing import Any
 
-from rill.client.admin import AdminClient
+from rill.client.grpc_client import AdminClient
 from rill.client.cli.common import CliError, info, positive_float, positive_int, topic_name
 from rill.client.cli.perf.group_members import (
     CLIENT_ID, Member, MemberLoop, check_assignment, check_loops, create_group, ensure_topic, group_arguments,

@@ -40,7 +40,7 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from rill.client.admin import AdminClient, error_name
+from rill.client.grpc_client import AdminClient, error_name
 from rill.client.cli.common import CliError, info, positive_float, positive_int, topic_name
 from rill.client.cli.perf.group_members import CLIENT_ID, create_group, run_id
 from rill.client.cli.perf.mode_comparison import (comparison_arguments, ratio, ratio_text, start_zk, stop_zk,

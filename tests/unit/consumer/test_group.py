@@ -11,7 +11,7 @@ from structlog.testing import capture_logs
 from rill.client.clock import FakeClock
 from rill.client.consumer.errors import CommitFailed, GroupCoordinatorError, MemberEvicted
 from rill.client.consumer.fetcher import FetchConfig, Fetcher
-from rill.client.consumer.group import GroupClient
+from rill.client.consumer.group_client import GroupClient
 from rill.client.consumer.membership import REGISTERING, STABLE, UNJOINED
 from rill.client.net.selector_loop import SelectorLoop
 from rill.client.consumer.settings import consumer_settings

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rill.client.config import ConfigError
+from rill.client.client_config import ConfigError
 from rill.client.consumer.settings import consumer_settings
 
 

@@ -9,9 +9,9 @@ import pytest
 import structlog
 
 from rill.broker.testing import RunningBroker, running_broker
-from rill.client.config import ConfigError
+from rill.client.client_config import ConfigError
 from rill.client.producer import Producer
-from rill.client.producer.audit import MAX_RANGES_PER_EVENT, AuditEvent, AuditLedger
+from rill.client.producer.audit_ledger import MAX_RANGES_PER_EVENT, AuditEvent, AuditLedger
 from rill.client.simple import SimpleConsumer
 
 T0 = 1_700_000_040.0  # a multiple of 60 s, in seconds since the epoch

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from rill.client.config import ConfigError
+from rill.client.client_config import ConfigError
 from rill.client.producer import Producer
 from rill.client.producer.producer import SETTINGS
 

@@ -14,8 +14,8 @@ or with 0.7's streams, one per processing thread::
     # each stream yields the records of the partitions its thread id owns
 
 The group coordinates through ZooKeeper exactly as 0.7 consumers do (layout and
-algorithm: :mod:`~rill.client.zookeeper.assignment`, :mod:`~rill.client.zookeeper.group`,
-:mod:`~rill.client.zookeeper.rebalance`), so rill and 0.7 consumers can share a group.
+algorithm: :mod:`~rill.client.zookeeper.assignment`, :mod:`~rill.client.zookeeper.consumer_nodes`,
+:mod:`~rill.client.zookeeper.rebalance_thread`), so rill and 0.7 consumers can share a group.
 A background thread rebalances and auto-commits whether or not the application is
 calling ``poll()``.
 
@@ -45,13 +45,13 @@ from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
 from rill.client.errors import RillError
-from rill.client.topics import validate_topic
+from rill.client.topic_names import validate_topic
 from rill.client.zookeeper.assignment import FilterSubscription, StaticSubscription, Subscription, consumer_id
-from rill.client.zookeeper.fetcher import FetchConfig, FetcherPool
-from rill.client.zookeeper.group import ZkGroup
-from rill.client.zookeeper.rebalance import RebalanceConfig, Rebalancer
+from rill.client.zookeeper.fetcher_threads import FetchConfig, FetcherPool
+from rill.client.zookeeper.consumer_nodes import ZkGroup
+from rill.client.zookeeper.rebalance_thread import RebalanceConfig, Rebalancer
 from rill.client.zookeeper.registry import RegistryView
-from rill.client.zookeeper.settings import zk_consumer_settings
+from rill.client.zookeeper.zk_consumer_settings import zk_consumer_settings
 from rill.client.zookeeper.streams import PartitionKey, StreamBuffers, ZkRecord
 
 __all__ = ["Blacklist", "Whitelist", "ZkConsumer", "ZkConsumerError", "ZkStream"]
@@ -105,7 +105,7 @@ class ZkStream:
 class ZkConsumer:
     """A member of a ZooKeeper-coordinated consumer group (see the module docstring).
 
-    Settings are 0.7's (:mod:`~rill.client.zookeeper.settings`): ``zookeeper`` and
+    Settings are 0.7's (:mod:`~rill.client.zookeeper.zk_consumer_settings`): ``zookeeper`` and
     ``group`` are ``zk.connect`` and ``groupid``; other keys go in ``config`` dotted
     or as keywords with underscores (``rebalance_backoff_ms=500``).
 

@@ -27,8 +27,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from types import TracebackType
 
-from rill.client.net.broker_socket import BrokerSocket
 from rill.client.errors import ConnectionClosed
+from rill.client.net.broker_socket import BrokerSocket
 from rill.client.protocol.connection import DEFAULT_MAX_RESPONSE_SIZE
 from rill.client.protocol.framing import DecodeError
 

@@ -27,14 +27,14 @@ from typing import Any
 
 import structlog
 
-from rill.client.admin import error_name
+from rill.client.grpc_client import error_name
 from rill.client.consumer.errors import CommitFailed, GroupCoordinatorError, RewindFailed
 from rill.client.consumer.fetcher import Fetcher
 from rill.client.consumer.membership import STABLE, GroupMembership
 from rill.client.net.selector_loop import SelectorLoop
 from rill.client.consumer.subscription import SubscriptionState, TopicPartition
 from rill.client.errors import ConnectionClosed
-from rill.client.metadata import ClusterMetadata
+from rill.client.cluster_metadata import ClusterMetadata
 from rill.v1 import coordinator_pb2 as pb
 
 log = structlog.get_logger(__name__)

@@ -2,7 +2,7 @@
 
 ``ZkConsumer(zookeeper="zk:2181/kafka", group="app", autooffset_reset="smallest")``, or the
 same keys dotted in a mapping (``{"autooffset.reset": "smallest"}``); keywords win and
-unknown keys raise ConfigError (see :mod:`rill.client.config`). ``zookeeper`` and
+unknown keys raise ConfigError (see :mod:`rill.client.client_config`). ``zookeeper`` and
 ``group`` are 0.7's ``zk.connect`` and ``groupid``.
 
 0.7 settings with no use here (``socket.*``, ``mirror.*``, ``backoff.increment.ms``)
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rill.client.config import ConfigError, Setting, boolean, choice, non_negative, positive, resolve
+from rill.client.client_config import ConfigError, Setting, boolean, choice, non_negative, positive, resolve
 
 OFFSET_RESETS = ("smallest", "largest")
 

@@ -48,7 +48,7 @@ def resolve(settings: tuple[Setting, ...], config: Mapping[str, Any] | None, kwa
 
 def servers(value: Any) -> list[tuple[str, int]]:
     """``"host:port,host:port"`` or a list of them -> [(host, port)]; port 9092 when omitted."""
-    from rill.client.connection import parse_address
+    from rill.client.blocking_connection import parse_address
 
     items = value.split(",") if isinstance(value, str) else list(value)
     parsed = [parse_address(item.strip()) for item in items if str(item).strip()]

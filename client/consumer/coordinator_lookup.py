@@ -7,7 +7,7 @@ not exist yet is created (``CreateGroup`` with this consumer's session timeout a
 then kept until the group client marks it unknown (a failed call, NOT_COORDINATOR,
 GROUP_NOT_FOUND), and found again on the next call that needs it.
 
-One gRPC client (:class:`~rill.client.admin.AdminClient`) is kept per address, so
+One gRPC client (:class:`~rill.client.grpc_client.AdminClient`) is kept per address, so
 finding the same coordinator again reuses its channel. Every call here is blocking,
 bounded by ``request.timeout.ms``.
 
@@ -20,10 +20,10 @@ import random
 
 import structlog
 
-from rill.client.admin import AdminClient, error_name
+from rill.client.grpc_client import AdminClient, error_name
 from rill.client.consumer.errors import GroupCoordinatorError
 from rill.client.errors import ConnectionClosed
-from rill.client.metadata import ClusterMetadata
+from rill.client.cluster_metadata import ClusterMetadata
 from rill.v1 import coordinator_pb2 as pb
 
 log = structlog.get_logger(__name__)

@@ -44,8 +44,8 @@ from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
 from rill.client.zookeeper.assignment import Subscription, group_assignment
-from rill.client.zookeeper.fetcher import FetcherPool, FetchTarget
-from rill.client.zookeeper.group import ConsumerIdInUse, ZkGroup
+from rill.client.zookeeper.fetcher_threads import FetcherPool, FetchTarget
+from rill.client.zookeeper.consumer_nodes import ConsumerIdInUse, ZkGroup
 from rill.client.zookeeper.registry import BrokerRegistration, ClusterSnapshot, RegistryView, parse_partition_name
 from rill.client.zookeeper.streams import OwnedPartition, PartitionKey, StreamBuffers
 

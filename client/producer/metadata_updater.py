@@ -19,7 +19,7 @@ rill.client.zookeeper.producer_metadata): it gives the send thread an updater of
 own, which derives the metadata without METADATA requests and probes as above.
 
 Not thread-safe: the send thread only (:class:`ProducerMetadata` too, as any
-:class:`~rill.client.metadata.ClusterMetadata`).
+:class:`~rill.client.cluster_metadata.ClusterMetadata`).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Protocol
 import structlog
 
 from rill.client.errors import BrokerError, ErrorCode, InvalidMessage, UnknownTopic, error_for_code
-from rill.client.metadata import ClusterMetadata
+from rill.client.cluster_metadata import ClusterMetadata
 from rill.client.producer.accumulator import RecordAccumulator
 from rill.client.producer.errors import ProducerTimeout
 from rill.client.producer.in_flight import Address, BrokerLink, InFlight, Kind, SocketState

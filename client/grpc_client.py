@@ -1,0 +1,138 @@
+"""The client of the broker's gRPC services (group coordination and administration): ``AdminClient``.
+
+``AdminClient("localhost:9093")`` wraps the generated stubs with a deadline on every
+call (gRPC's default is none) and turns transport failures into
+:class:`~rill.client.errors.ConnectionClosed`. Domain errors are not raised: they
+come back as ``error_code`` fields in the responses (rill.v1.ErrorCode), as seed 003
+defines them; :func:`error_name` gives their names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from types import TracebackType
+from typing import Any, cast
+
+import grpc
+
+from rill.client.errors import ConnectionClosed
+from rill.v1 import admin_pb2 as apb
+from rill.v1 import admin_pb2_grpc as apb_grpc
+from rill.v1 import coordinator_pb2 as pb
+from rill.v1 import coordinator_pb2_grpc as pb_grpc
+
+DEFAULT_TIMEOUT = 30.0
+
+
+def error_name(code: int) -> str:
+    try:
+        return str(pb.ErrorCode.Name(code))
+    except ValueError:
+        return f"error {code}"
+
+
+class AdminClient:
+    """Calls the GroupCoordinator and Admin services of one broker. Thread-safe."""
+
+    def __init__(self, address: str, timeout: float = DEFAULT_TIMEOUT, client_id: str = "rill-admin") -> None:
+        self.address = address
+        self.timeout = timeout
+        self.client_id = client_id
+        self.channel = grpc.insecure_channel(address)
+        self.groups = pb_grpc.GroupCoordinatorStub(self.channel)  # type: ignore[no-untyped-call]
+        self.admin = apb_grpc.AdminStub(self.channel)  # type: ignore[no-untyped-call]
+
+    def _call(self, method: Any, request: Any, timeout: float | None = None) -> Any:
+        try:
+            return method(request, timeout=self.timeout if timeout is None else timeout)
+        except grpc.RpcError as exc:
+            code = exc.code() if hasattr(exc, "code") else None
+            detail = exc.details() if hasattr(exc, "details") else str(exc)
+            raise ConnectionClosed(f"gRPC call to {self.address} failed: {code.name if code else 'error'}: "
+                                   f"{detail}") from exc
+
+    # ---------------------------------------------------------------- groups
+
+    def list_groups(self, names: Sequence[str] = ()) -> pb.ListGroupsResponse:
+        return cast(pb.ListGroupsResponse, self._call(self.groups.ListGroups, pb.ListGroupsRequest(client_id=self.client_id,
+                                                                      consumer_groups=list(names))))
+
+    def create_group(self, group: str, topics: Iterable[str] = (), *, session_timeout_ms: int = 10_000,
+                     strategy: str = "range", ephemeral: bool = False,
+                     rebalance_timeout_ms: int = 0) -> pb.CreateGroupResponse:
+        return cast(pb.CreateGroupResponse, self._call(self.groups.CreateGroup, pb.CreateGroupRequest(
+            client_id=self.client_id, consumer_group=group, session_timeout=session_timeout_ms,
+            topics=list(topics), assignment_strategy=strategy, ephemeral=ephemeral,
+            rebalance_timeout=rebalance_timeout_ms)))
+
+    def delete_groups(self, groups: Sequence[str]) -> pb.DeleteGroupResponse:
+        return cast(pb.DeleteGroupResponse, self._call(self.groups.DeleteGroup, pb.DeleteGroupRequest(client_id=self.client_id,
+                                                                         consumer_group=list(groups))))
+
+    def describe_group(self, group: str) -> apb.DescribeGroupResponse:
+        return cast(apb.DescribeGroupResponse, self._call(self.admin.DescribeGroup, apb.DescribeGroupRequest(consumer_group=group)))
+
+    def rewind(self, group: str, offsets: Sequence[tuple[str, int, int]], *, target: pb.RewindTarget = pb.OFFSET,
+               timestamp_ms: int = 0, dry_run: bool = False) -> pb.RewindConsumerResponse:
+        return cast(pb.RewindConsumerResponse, self._call(self.groups.RewindConsumer, pb.RewindConsumerRequest(
+            client_id=self.client_id, consumer_group=group,
+            new_offsets=[pb.PartitionOffset(topic=t, partition=p, offset=o) for t, p, o in offsets],
+            target=target, timestamp=timestamp_ms, dry_run=dry_run)))
+
+    def commit(self, group: str, offsets: Sequence[tuple[str, int, int]], *, consumer_id: str = "",
+               generation: int = 0) -> pb.CommitOffsetsResponse:
+        return cast(pb.CommitOffsetsResponse, self._call(self.groups.CommitOffsets, pb.CommitOffsetsRequest(
+            client_id=self.client_id, consumer_group=group, consumer_id=consumer_id, generation=generation,
+            offsets=[pb.PartitionOffset(topic=t, partition=p, offset=o) for t, p, o in offsets])))
+
+    def leave_group(self, group: str, consumer_id: str) -> pb.LeaveGroupResponse:
+        return cast(pb.LeaveGroupResponse, self._call(self.groups.LeaveGroup, pb.LeaveGroupRequest(
+            client_id=self.client_id, consumer_group=group, consumer_id=consumer_id)))
+
+    def fetch_offsets(self, group: str, partitions: Sequence[tuple[str, int]] = ()) -> pb.FetchOffsetsResponse:
+        return cast(pb.FetchOffsetsResponse, self._call(self.groups.FetchOffsets, pb.FetchOffsetsRequest(
+            client_id=self.client_id, consumer_group=group,
+            partitions=[pb.TopicPartition(topic=t, partition=p) for t, p in partitions])))
+
+    def register_consumer_future(self, group: str, consumer_id: str, topics: Sequence[str],
+                                 static_partitions: Sequence[tuple[str, int]], session_timeout_ms: int,
+                                 timeout: float) -> grpc.Future:
+        """RegisterConsumer without blocking: a grpc.Future of the RegisterConsumerResponse.
+
+        The call answers only when the group's rebalance completes, so a single-threaded
+        caller polls ``future.done()`` (or adds a done-callback) instead of waiting.
+        ``future.result()`` raises grpc.RpcError when the call itself failed.
+        """
+        request = pb.RegisterConsumerRequest(
+            client_id=self.client_id, consumer_group=group, consumer_id=consumer_id, topics=list(topics),
+            static_partitions=[pb.TopicPartition(topic=t, partition=p) for t, p in static_partitions],
+            session_timeout=session_timeout_ms)
+        return self.groups.RegisterConsumer.future(request, timeout=timeout)
+
+    def heartbeat_future(self, group: str, consumer_id: str, generation: int, session_timeout_ms: int,
+                         timeout: float) -> grpc.Future:
+        """Heartbeat without blocking: a grpc.Future of the HeartbeatResponse (see register_consumer_future)."""
+        request = pb.HeartbeatRequest(client_id=self.client_id, consumer_group=group, consumer_id=consumer_id,
+                                      generation=generation, session_timeout=session_timeout_ms)
+        return self.groups.Heartbeat.future(request, timeout=timeout)
+
+    # ---------------------------------------------------------------- topics and cluster
+
+    def create_topic(self, topic: str, partitions: int) -> apb.CreateTopicResponse:
+        return cast(apb.CreateTopicResponse, self._call(self.admin.CreateTopic, apb.CreateTopicRequest(topic=topic, partitions=partitions)))
+
+    def describe_topics(self, topics: Sequence[str] = ()) -> apb.DescribeTopicsResponse:
+        return cast(apb.DescribeTopicsResponse, self._call(self.admin.DescribeTopics, apb.DescribeTopicsRequest(topics=list(topics))))
+
+    def describe_cluster(self) -> apb.DescribeClusterResponse:
+        return cast(apb.DescribeClusterResponse, self._call(self.admin.DescribeCluster, apb.DescribeClusterRequest()))
+
+    def close(self) -> None:
+        self.channel.close()
+
+    def __enter__(self) -> AdminClient:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
