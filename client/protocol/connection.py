@@ -150,11 +150,6 @@ class ProtocolConnection(Generic[C]):
         """Requests queued and not done (written but unanswered, or not yet written)."""
         return len(self._awaiting) + len(self._unanswered)
 
-    @property
-    def awaiting(self) -> int:
-        """Requests waiting for their response."""
-        return len(self._awaiting)
-
     def oldest(self) -> Iterator[C]:
         """The oldest request of each kind (with and without a response): whose deadline comes first."""
         for queue in (self._awaiting, self._unanswered):
