@@ -232,8 +232,8 @@ class BrokerSocket(Generic[C]):
                     n = sock.recv_into(target)
                     protocol.received_into(n)
                 else:
-                    want = _RECV_SIZE
-                    data = sock.recv(_RECV_SIZE)
+                    want = protocol.receive_size(_RECV_SIZE)
+                    data = sock.recv(want)
                     n = len(data)
                     protocol.receive(data)
                 if n == 0:

@@ -71,6 +71,7 @@ class ProtocolConnection(Generic[C]):
         self._awaiting: deque[_Request[C]] = deque()  # requests with a response, in order
         self._unanswered: deque[_Request[C]] = deque()  # requests without one, done once written
         self._decoder = self._new_decoder()
+        self._large_last = False  # the last response had a buffer of its own (see receive_size)
 
     def _new_decoder(self) -> FrameDecoder:
         return FrameDecoder(self.max_response_size, direct_bytes=DIRECT_RESPONSE_BYTES,
@@ -116,8 +117,20 @@ class ProtocolConnection(Generic[C]):
 
     # ---------------------------------------------------------------- bytes in, responses out
 
+    def receive_size(self, default: int) -> int:
+        """How many bytes to ask the kernel for when there is no :meth:`receive_target`.
+
+        Right after a large response, and between responses, just the next size field
+        (4): responses to fetches come in runs, and a large body that follows is then
+        received straight into its own buffer instead of first into ``default`` bytes that
+        must be copied (about 12% of a 1 MiB fetch's cost). Otherwise ``default``, so that
+        one system call takes in many small responses.
+        """
+        return 4 if self._large_last and not self._decoder.in_frame() else default
+
     def receive_target(self) -> memoryview | None:
         """Where to receive the rest of a large response directly, or None (then :meth:`receive`)."""
+        self._decoder.start_direct_body()
         target = self._decoder.body_target()
         return target if target is not None and len(target) else None  # a full body waits to be handed out
 
@@ -141,6 +154,7 @@ class ProtocolConnection(Generic[C]):
             return None
         if not self._awaiting:
             raise UnexpectedResponse(f"broker {self.name} sent a response nobody asked for")
+        self._large_last = len(body) > DIRECT_RESPONSE_BYTES
         return self._awaiting.popleft().context, body
 
     # ---------------------------------------------------------------- the requests in flight
@@ -173,4 +187,5 @@ class ProtocolConnection(Generic[C]):
         self._out.clear()
         self.queued = self.written = 0
         self._decoder = self._new_decoder()
+        self._large_last = False
         return [(r.context, r.start < written) for r in requests]

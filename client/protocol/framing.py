@@ -97,6 +97,23 @@ class FrameDecoder:
         """``count`` bytes were written into :meth:`body_target`."""
         self._filled += count
 
+    def start_direct_body(self) -> None:
+        """Start the next frame's own buffer now if exactly its size field has arrived and it is large.
+
+        Then :meth:`body_target` offers the whole body, which the caller receives straight
+        from the socket: no byte of it passes through the small buffer. Only for a decoder
+        without a memory budget (``reserve``), such as a client's; otherwise nothing happens.
+        """
+        if self._body is not None or self._need is not None or self._reserve is not None:
+            return
+        if len(self._buf) - self._pos != 4:
+            return
+        (size,) = INT32.unpack_from(self._buf, self._pos)
+        if self.direct_bytes < size <= self.max_frame_size:
+            self._pos += 4
+            self._need = size
+            self._start_body(size)
+
     def next_frame(self) -> memoryview | None:
         if self._body is not None:
             return self._continue_body()

@@ -84,3 +84,35 @@ def test_reset_hands_back_every_request_with_whether_it_was_started() -> None:
     conn.wrote(8)  # all of "a", part of "b"
     assert conn.reset() == [("a", True), ("b", True), ("c", False)]
     assert conn.in_flight == 0 and not conn.has_output and conn.reset() == []
+
+
+def test_after_a_large_response_the_next_large_body_is_received_in_place() -> None:
+    """A run of large responses: each size field is read alone, then the whole body goes into its own buffer."""
+    conn: ProtocolConnection[str] = ProtocolConnection("b:1")
+    for name in ("f1", "f2", "small"):
+        conn.send([frame(b"\x00\x02")], name)
+    written(conn)
+    big = b"\x00\x00" + b"x" * (200 * 1024)
+    assert conn.receive_size(1 << 18) == 1 << 18  # nothing large seen yet: read in bulk
+    conn.receive(frame(big)[:1000])  # a bulk read that overshot into the first body
+    assert conn.next_response() is None
+    rest = frame(big)[1000:]
+    target = conn.receive_target()
+    assert target is not None and len(target) == len(rest)
+    target[:] = rest
+    conn.received_into(len(rest))
+    first = conn.next_response()
+    assert first is not None and first[0] == "f1" and bytes(first[1]) == big
+    assert conn.receive_size(1 << 18) == 4  # between responses after a large one: the size field alone
+    conn.receive(frame(big)[:4])
+    target = conn.receive_target()
+    assert target is not None and len(target) == len(big)  # the whole body, nothing copied on the way
+    target[:] = big
+    conn.received_into(len(big))
+    second = conn.next_response()
+    assert second is not None and second[0] == "f2" and bytes(second[1]) == big
+    conn.receive(frame(b"\x00\x00ok")[:4])  # a small one after it: no buffer of its own, bulk reads again
+    assert conn.receive_target() is None and conn.receive_size(1 << 18) == 1 << 18
+    conn.receive(frame(b"\x00\x00ok")[4:])
+    third = conn.next_response()
+    assert third is not None and bytes(third[1]) == b"\x00\x00ok" and conn.receive_size(1 << 18) == 1 << 18
