@@ -34,6 +34,7 @@ import errno
 import os
 import selectors
 import socket
+import threading
 from collections.abc import Sequence
 from typing import Generic, TypeVar
 
@@ -51,6 +52,18 @@ log = structlog.get_logger(__name__)
 C = TypeVar("C")
 _IOV_MAX = 512  # buffers per sendmsg (Linux allows 1024)
 _RECV_SIZE = 1 << 18
+_per_thread = threading.local()
+
+
+def _scratch() -> memoryview:
+    """This thread's buffer for bulk reads (one per thread, made once): the protocol copies
+    what it keeps out of it at once, so every socket a thread reads can share it. A fresh
+    ``recv(256 KiB)`` per read cost an allocation the size of the buffer each time."""
+    buf: memoryview | None = getattr(_per_thread, "buf", None)
+    if buf is None:
+        buf = _per_thread.buf = memoryview(bytearray(_RECV_SIZE))
+    return buf
+
 
 
 class SocketState(enum.Enum):
@@ -233,9 +246,9 @@ class BrokerSocket(Generic[C]):
                     protocol.received_into(n)
                 else:
                     want = protocol.receive_size(_RECV_SIZE)
-                    data = sock.recv(want)
-                    n = len(data)
-                    protocol.receive(data)
+                    scratch = _scratch()
+                    n = sock.recv_into(scratch, want)
+                    protocol.receive(scratch[:n])
                 if n == 0:
                     self.fail_now()
                     raise ConnectionClosed(f"broker {self.name} closed the connection")
