@@ -1,4 +1,4 @@
-"""Start-up time: replaying a compacted log of 100,000 committed offsets takes well under a second."""
+"""Start-up time: replaying a compacted log of 100,000 committed offsets stays fast (a fraction of a second here)."""
 
 from __future__ import annotations
 
@@ -14,11 +14,14 @@ from rill.coordinator.records import OffsetsCommitted
 from .conftest import STORE_CONFIG, TOPIC, Model
 
 GROUPS, PARTITIONS = 1000, 100
-BOUND_S = 1.0  # measured 0.07 s (after a compaction) and 0.22 s (worst case) on a 2-core VM
+# measured 0.07 s (after a compaction) and 0.22 s (worst case) on a 2-core VM, but 1.11 s once in a CI
+# run (the whole suite's heap, a busy machine): the bound catches a replay gone quadratic or slow per
+# record, not machine noise; the speed itself is a benchmark's to report
+BOUND_S = 3.0
 
 
 def test_replay_of_100k_one_offset_commits_after_compaction_is_fast(open_log):
-    """100,000 one-offset commits (1,000 groups x 100 partitions), compacted as the store does, replay in < 1 s."""
+    """100,000 one-offset commits (1,000 groups x 100 partitions), compacted as the store does, replay within BOUND_S."""
     store = OffsetStore(open_log())
     model = Model()
     for group in range(GROUPS):  # 100 records to an append, only to build the log faster
@@ -39,7 +42,7 @@ def test_replay_of_100k_one_offset_commits_after_compaction_is_fast(open_log):
 @pytest.mark.slow  # about 4 s of set-up: some 3,000 durable appends of 100-offset records
 def test_replay_just_before_a_compaction_is_fast(open_log, tmp_path):
     """The largest log of 100-offset commits (a snapshot of 100,000 offsets plus every record up to the next
-    compaction) replays in < 1 s."""
+    compaction) replays within BOUND_S."""
     store = OffsetStore(open_log())
     model = Model()
     copy = tmp_path / "worst"
