@@ -45,7 +45,7 @@ from rill.client.protocol.connection import DEFAULT_MAX_RESPONSE_SIZE, ProtocolC
 from rill.client.protocol.framing import DecodeError
 from rill.client.structs import Address
 
-__all__ = ["Address", "BrokerSocket", "SocketState"]
+__all__ = ["BrokerSocket", "SocketState"]
 
 log = structlog.get_logger(__name__)
 

@@ -12,10 +12,11 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from rill.client.net.broker_socket import Address, BrokerSocket, SocketState
+from rill.client.net.broker_socket import BrokerSocket, SocketState
+from rill.client.structs import Address
 from rill.client.producer.accumulator import ProducerBatch
 
-__all__ = ["Address", "BrokerLink", "InFlight", "Kind", "SocketState", "next_deadline"]
+__all__ = ["BrokerLink", "InFlight", "Kind", "SocketState", "next_deadline"]
 
 
 class Kind(enum.Enum):

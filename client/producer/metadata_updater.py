@@ -33,9 +33,10 @@ from rill.client.errors import BrokerError, ErrorCode, InvalidMessage, UnknownTo
 from rill.client.cluster_metadata import ClusterMetadata
 from rill.client.producer.accumulator import RecordAccumulator
 from rill.client.producer.errors import ProducerTimeout
-from rill.client.producer.in_flight import Address, BrokerLink, InFlight, Kind, SocketState
+from rill.client.producer.in_flight import BrokerLink, InFlight, Kind, SocketState
 from rill.client.producer.outcomes import run_callbacks
 from rill.client.protocol import requests as rq
+from rill.client.structs import Address
 
 if TYPE_CHECKING:
     from rill.client.producer.sender import SenderConfig

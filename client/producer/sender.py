@@ -38,13 +38,14 @@ import structlog
 from rill.client.errors import ConnectionClosed
 from rill.client.producer.accumulator import ProducerBatch, RecordAccumulator
 from rill.client.producer.errors import ProducerClosed, ProducerTimeout
-from rill.client.producer.in_flight import Address, BrokerLink, InFlight, Kind, SocketState, next_deadline
+from rill.client.producer.in_flight import BrokerLink, InFlight, Kind, SocketState, next_deadline
 from rill.client.producer.metadata_updater import MetadataUpdater, ProducerMetadata, UpdaterFactory
 from rill.client.producer.outcomes import BatchOutcomes, run_callbacks
 from rill.client.protocol import requests as rq
 from rill.client.protocol.framing import DecodeError
 from rill.client.net.selector_loop import SelectorLoop
 from rill.client.protocol.messages import CODEC_NONE, encode_message_set
+from rill.client.structs import Address
 
 log = structlog.get_logger(__name__)
 

@@ -71,7 +71,7 @@ def _source(spark: Any, bootstrap: str, topics: list[str], starting: str = "earl
             .option("startingOffsets", starting).option("endingOffsets", "latest").load())
 
 
-def reading_starts(bootstrap: str, topics: list[str], firsts: dict[tuple[str, int], int]) -> dict[str, dict[str, int]]:
+def reading_starts(bootstrap: str, topics: list[str], firsts: dict[TopicPartition, int]) -> dict[str, dict[str, int]]:
     """``startingOffsets`` for the messages side: each partition from the index entry at or
     before its first audited offset (-2, the log start, if that is gone), partitions
     nobody audited not at all (-1, the log end). Older messages cannot fall in any range."""
@@ -146,7 +146,7 @@ def audit(spark: Any, bootstrap: str, topics: list[str], audit_topic: str, windo
         bucket = _bucket_bytes(ranges)
         keyed = ranges.withColumn("bucket", F.explode(F.sequence(
             F.floor(F.col("first") / bucket), F.floor((F.greatest(F.col("next"), F.col("first") + 1) - 1) / bucket))))
-        firsts = {(r["topic"], int(r["partition"])): int(r["first"])
+        firsts = {TopicPartition(str(r["topic"]), int(r["partition"])): int(r["first"])
                   for r in ranges.groupBy("topic", "partition").agg(F.min("first").alias("first")).collect()}
         starting = json.dumps(reading_starts(bootstrap, topics, firsts))
         messages = (_source(spark, bootstrap, topics, starting).select("topic", "partition", "offset")

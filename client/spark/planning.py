@@ -25,7 +25,7 @@ from rill.client.errors import BrokerError, ConnectionClosed, InvalidOffset, Off
 from rill.client.protocol import requests as rq
 from rill.client.simple import SimpleConsumer
 from rill.client.spark.options import EARLIEST, LATEST, OffsetSpec, ReadOptions, SourceOptionError
-from rill.client.structs import TopicPartition
+from rill.client.structs import Address, TopicPartition
 
 __all__ = ["Cluster", "TopicPartition", "cluster"]
 
@@ -52,7 +52,7 @@ class Cluster:
         except ValueError as exc:
             raise SourceOptionError(f"option 'bootstrap': {exc}") from None
         self._timeout = timeout
-        self._clients: dict[tuple[str, int], SimpleConsumer] = {}
+        self._clients: dict[Address, SimpleConsumer] = {}
         self._leaders: dict[TopicPartition, Leader] = {}
         self._partitions: dict[str, int] = {}
 

@@ -26,10 +26,11 @@ import structlog
 from kazoo.client import KazooClient
 
 from rill.client.producer.accumulator import RecordAccumulator
-from rill.client.producer.in_flight import Address, BrokerLink
+from rill.client.producer.in_flight import BrokerLink
 from rill.client.producer.metadata_updater import Connect, MetadataUpdater, ProducerMetadata, Send, UpdaterFactory
 from rill.client.producer.sender import SenderConfig
 from rill.client.protocol import requests as rq
+from rill.client.structs import Address
 from rill.client.zookeeper.registry import ClusterSnapshot, RegistryView, parse_partition_name
 
 log = structlog.get_logger(__name__)
