@@ -17,7 +17,14 @@ Hierarchy::
     │   ├── StorageError            (10) the broker could not write or sync the log
     │   ├── InvalidRequest          (11) a well-framed request with bad fields
     │   ├── InvalidPartitions       (12) a partition count outside 1 .. num.partitions.max
-    │   └── PartitionLimitReached   (13) the broker already holds max.broker.partitions
+    │   ├── PartitionLimitReached   (13) the broker already holds max.broker.partitions
+    │   ├── NotLeaderForPartition   (14) this broker does not lead the partition (retriable)
+    │   ├── NotEnoughReplicas       (15) acks=all refused: the ISR is below min.insync.replicas
+    │   ├── NotEnoughReplicasAfterAppend (16) appended, but the ISR shrank below the minimum
+    │   ├── FencedLeaderEpoch       (17) the request's leader epoch is older than the broker's
+    │   ├── UnknownLeaderEpoch      (18) the request's leader epoch is newer than the broker's
+    │   ├── OffsetNotAvailable      (19) a new leader's high watermark has not reached its epoch yet
+    │   └── InvalidReplicationFactor (20) a replication factor outside 1 .. live brokers
     ├── CorruptMessageError         a fetched message failed its CRC check
     └── ConnectionClosed            the peer closed the connection
 
@@ -47,6 +54,13 @@ class ErrorCode(IntEnum):
     INVALID_REQUEST = 11
     INVALID_PARTITIONS = 12
     PARTITION_LIMIT_REACHED = 13
+    NOT_LEADER_FOR_PARTITION = 14
+    NOT_ENOUGH_REPLICAS = 15
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND = 16
+    FENCED_LEADER_EPOCH = 17
+    UNKNOWN_LEADER_EPOCH = 18
+    OFFSET_NOT_AVAILABLE = 19
+    INVALID_REPLICATION_FACTOR = 20
 
 
 class RillError(Exception):
@@ -132,6 +146,61 @@ class PartitionLimitReached(BrokerError):
     code = ErrorCode.PARTITION_LIMIT_REACHED
 
 
+class NotLeaderForPartition(BrokerError):
+    """Code 14. The broker is not the partition's leader (a follower, or leadership moved):
+    nothing was written or read; refresh metadata and go to the leader."""
+
+    code = ErrorCode.NOT_LEADER_FOR_PARTITION
+    retriable = True
+    meaning = "this broker is not the leader of the partition (refresh metadata)"
+
+
+class NotEnoughReplicas(BrokerError):
+    """Code 15. An ``acks=all`` produce found fewer in-sync replicas than
+    ``min.insync.replicas``: nothing was written, so a retry cannot duplicate."""
+
+    code = ErrorCode.NOT_ENOUGH_REPLICAS
+    retriable = True
+    meaning = "fewer in-sync replicas than min.insync.replicas: nothing was written"
+
+
+class NotEnoughReplicasAfterAppend(BrokerError):
+    """Code 16. The messages were appended, but the in-sync replicas fell below
+    ``min.insync.replicas`` before they were committed: a retry may duplicate them."""
+
+    code = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+    retriable = True
+    meaning = "appended, but the in-sync replicas fell below min.insync.replicas (a retry may duplicate)"
+
+
+class FencedLeaderEpoch(BrokerError):
+    """Code 17. The request carried an older leader epoch than the broker's (the requester is stale)."""
+
+    code = ErrorCode.FENCED_LEADER_EPOCH
+    retriable = True
+
+
+class UnknownLeaderEpoch(BrokerError):
+    """Code 18. The request carried a newer leader epoch than the broker's (the broker is stale)."""
+
+    code = ErrorCode.UNKNOWN_LEADER_EPOCH
+    retriable = True
+
+
+class OffsetNotAvailable(BrokerError):
+    """Code 19. A new leader's high watermark has not yet reached the start of its epoch, so
+    "latest" is not known yet (Kafka's KIP-207): ask again shortly."""
+
+    code = ErrorCode.OFFSET_NOT_AVAILABLE
+    retriable = True
+
+
+class InvalidReplicationFactor(BrokerError):
+    """Code 20. A replication factor below 1 or above the number of live brokers."""
+
+    code = ErrorCode.INVALID_REPLICATION_FACTOR
+
+
 class CorruptMessageError(RillError):
     """A message read from a broker failed its CRC or framing check; never delivered."""
 
@@ -145,7 +214,9 @@ _BY_CODE: dict[int, type[BrokerError]] = {
     for cls in (
         UnknownError, OffsetOutOfRange, InvalidMessage, WrongPartition, InvalidFetchSize,
         MessageTooLarge, InvalidTopic, InvalidOffset, UnknownTopic, RequestTimedOut,
-        StorageError, InvalidRequest, InvalidPartitions, PartitionLimitReached,
+        StorageError, InvalidRequest, InvalidPartitions, PartitionLimitReached, NotLeaderForPartition,
+        NotEnoughReplicas, NotEnoughReplicasAfterAppend, FencedLeaderEpoch, UnknownLeaderEpoch,
+        OffsetNotAvailable, InvalidReplicationFactor,
     )
 }
 

@@ -25,6 +25,8 @@ from rill.broker.dataplane.topic_creation import DataPlaneTopics
 from rill.client.errors import BrokerError, ErrorCode, InvalidFetchSize, InvalidRequest, UnknownTopic
 from rill.client.protocol import requests as rq
 from rill.client.protocol.fetch_response import fetch_response_parts, multifetch_response_parts
+from rill.client.protocol.replica_fetch import (NO_EPOCH, ReplicaFetchBlock, ReplicaFetchRequest,
+                                                replica_fetch_response_parts)
 from rill.client.topic_names import validate_topic
 
 log = structlog.get_logger(__name__)
@@ -57,6 +59,7 @@ class RequestHandlers:
             rq.RequestType.METADATA: self.metadata,
             rq.RequestType.CREATE_TOPIC: self.create_topic,
             rq.RequestType.TIME_INDEX: self.time_index,
+            rq.RequestType.REPLICA_FETCH: self.replica_fetch,
         }
 
     def __call__(self, conn: Connection, body: memoryview) -> Slot | None:
@@ -186,6 +189,13 @@ class RequestHandlers:
 
     def create_topic(self, conn: Connection, req: rq.CreateTopicRequest) -> Slot:
         return self.topics.create_topic(conn, req)
+
+    def replica_fetch(self, conn: Connection, req: ReplicaFetchRequest) -> Slot:
+        """A follower's fetch. This broker leads no replicated partition yet (replication is being
+        built, issue 13), so every partition is answered NotLeaderForPartition with no data."""
+        refused = ReplicaFetchBlock(int(ErrorCode.NOT_LEADER_FOR_PARTITION), -1, -1, NO_EPOCH, NO_EPOCH, NO_EPOCH,
+                                    memoryview(b""))
+        return Slot(replica_fetch_response_parts([(refused, None) for _ in req.partitions]))
 
 
 def _metadata_row(name: str, cluster: ClusterView) -> rq.TopicMetadata:

@@ -219,6 +219,10 @@ class Reader:
     def int64(self) -> int:
         return int(INT64.unpack_from(self.buf, self._take(8))[0])
 
+    def unpack(self, layout: struct.Struct) -> tuple[int, ...]:
+        """The fixed-size integer fields of ``layout`` at the cursor."""
+        return tuple(layout.unpack_from(self.buf, self._take(layout.size)))
+
     def raw(self, n: int) -> memoryview:
         start = self._take(n)
         return self.buf[start:start + n]

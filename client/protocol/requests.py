@@ -1,6 +1,6 @@
 """Requests and responses of the Kafka 0.7 protocol and rill's extensions.
 
-Types 0-4 are byte-exact with Kafka 0.7; 5-8 are rill's (docs/protocol.md gives
+Types 0-4 are byte-exact with Kafka 0.7; 5-10 are rill's (docs/protocol.md gives
 every layout). A request frame is ``size int32, type int16, body``; single-partition
 requests (0, 1, 4) start their body with ``topic string16, partition int32``.
 A response frame is ``size int32, error int16, body``. Responses come back in the
@@ -25,6 +25,7 @@ from rill.client.protocol.fetch_response import decode_fetch_response as decode_
 from rill.client.protocol.fetch_response import decode_multifetch_response as decode_multifetch_response
 from rill.client.protocol.fetch_response import response_header as response_header
 from rill.client.protocol.framing import INT16, INT32, INT64, DecodeError, Reader, string16
+from rill.client.protocol.replica_fetch import ReplicaFetchRequest, decode_replica_fetch
 
 
 class RequestType(IntEnum):
@@ -38,13 +39,15 @@ class RequestType(IntEnum):
     METADATA = 7  # rill: topics and partition counts
     CREATE_TOPIC = 8  # rill: explicit topic creation
     TIME_INDEX = 9  # rill: append times of a partition's index entries
+    REPLICA_FETCH = 10  # rill: a follower's fetch from its leader (replica_fetch.py)
 
 
 class Acks(IntEnum):
     """When a PRODUCE_ACK is answered."""
 
-    APPEND = 1  # once the messages are in the log (page cache)
-    FSYNC = 2  # once the messages are on disk
+    ALL = -1  # once every in-sync replica has the messages (committed: below the high watermark)
+    APPEND = 1  # once the messages are in the leader's log (page cache)
+    FSYNC = 2  # once the messages are on the leader's disk
 
 
 LATEST_TIME = -1
@@ -113,7 +116,8 @@ class CreateTopicRequest(NamedTuple):
 
 
 Request = Union[ProduceRequest, FetchRequest, MultiFetchRequest, MultiProduceRequest, OffsetsRequest,
-                ProduceAckRequest, FetchWaitRequest, MetadataRequest, CreateTopicRequest, TimeIndexRequest]
+                ProduceAckRequest, FetchWaitRequest, MetadataRequest, CreateTopicRequest, TimeIndexRequest,
+                ReplicaFetchRequest]
 
 
 # ---------------------------------------------------------------- server side
@@ -149,6 +153,7 @@ _DECODERS: dict[int, Callable[[Reader], Request]] = {
     RequestType.METADATA: lambda r: MetadataRequest([r.string16() for _ in range(r.count(2))]),
     RequestType.CREATE_TOPIC: lambda r: CreateTopicRequest(r.string16(), r.int32()),
     RequestType.TIME_INDEX: lambda r: TimeIndexRequest(r.string16(), r.int32(), r.int64(), r.int32()),
+    RequestType.REPLICA_FETCH: decode_replica_fetch,
 }
 
 

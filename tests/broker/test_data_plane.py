@@ -8,6 +8,8 @@ import time
 from rill.client.errors import ErrorCode
 from rill.client.protocol import requests as rq
 from rill.client.protocol.messages import decode_message_set, encode_message, encode_message_set
+from rill.client.protocol.replica_fetch import (NO_EPOCH, ReplicaFetchPartition, ReplicaFetchRequest,
+                                                decode_replica_fetch_response, encode_replica_fetch)
 
 from tests.conftest import RawClient
 
@@ -243,3 +245,15 @@ def test_pipelined_produces_are_answered_in_order(raw: RawClient) -> None:
     raw.send(b"".join(frames))
     offsets = [rq.decode_produce_ack_response(raw.response())[1][0].first_offset for _ in frames]
     assert offsets == sorted(offsets) and len(set(offsets)) == 200
+
+
+def test_replica_fetch_to_a_broker_leading_no_replica_is_refused_per_partition(raw: RawClient) -> None:
+    """REPLICA_FETCH for a partition the broker does not lead gets NotLeaderForPartition and no bytes, and
+    the connection goes on serving (a 0.7 topic's partition is never a replica)."""
+    produce_ack(raw, "plain", 0, [b"x"])
+    wanted = [ReplicaFetchPartition("plain", 0, 0, 0, NO_EPOCH, 1 << 20), ReplicaFetchPartition("other", 3, 1, 0, 0, 10)]
+    error, blocks = decode_replica_fetch_response(raw.request(encode_replica_fetch(ReplicaFetchRequest(7, 0, 1, wanted))))
+    assert error == 0
+    assert [b.error for b in blocks] == [int(ErrorCode.NOT_LEADER_FOR_PARTITION)] * 2
+    assert all(len(b.messages) == 0 for b in blocks)
+    assert fetch(raw, "plain", 0, 0)[0] == 0

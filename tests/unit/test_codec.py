@@ -17,6 +17,7 @@ from rill.client.errors import CorruptMessageError
 from rill.client.protocol import messages as m
 from rill.client.protocol import requests as rq
 from rill.client.protocol.framing import INT32, DecodeError, FrameDecoder, FrameTooLarge, Reader
+from rill.client.protocol.replica_fetch import ReplicaFetchPartition, ReplicaFetchRequest, encode_replica_fetch
 
 payloads = st.lists(st.binary(max_size=300), max_size=20)
 magics = st.sampled_from([m.MAGIC_V0, m.MAGIC_V1])
@@ -249,6 +250,8 @@ def test_truncated_or_extended_requests_raise_decode_error(kind: rq.RequestType,
         rq.RequestType.METADATA: rq.encode_metadata(["t"]),
         rq.RequestType.CREATE_TOPIC: rq.encode_create_topic("t", 1),
         rq.RequestType.TIME_INDEX: rq.encode_time_index("t", 0, 0, 10),
+        rq.RequestType.REPLICA_FETCH: encode_replica_fetch(ReplicaFetchRequest(
+            1, 500, 1, [ReplicaFetchPartition("t", 0, 3, 100, 2, 1 << 20)])),
     }
     body = frames[kind][4:]
     cut = data.draw(st.integers(2, len(body) - 1))
