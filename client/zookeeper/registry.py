@@ -84,11 +84,26 @@ def parse_partition_map(value: bytes) -> tuple[tuple[int, int], ...]:
     try:
         entries = json.loads(value)["partitions"]
         parsed = tuple((int(b), int(p)) for b, p in entries)
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, OverflowError, RecursionError) as exc:
         raise ValueError(f"not a partition map: {value[:80]!r}") from exc
     if len(set(parsed)) != len(parsed) or any(b < 0 or p < 0 for b, p in parsed):
         raise ValueError(f"partition map lists a partition twice or a negative id: {value[:80]!r}")
     return parsed
+
+
+def is_replicated_topic_value(data: bytes) -> bool:
+    """True when a topic node's bytes are meant as a replicated topic, not a 0.7 partition map.
+
+    That is: a JSON object with a ``"version"`` or ``"replicas"`` key (a 0.7 map has
+    neither). Only the kind is decided here: a value this accepts may still be
+    malformed, which :meth:`TopicReplicas.decode` reports. Never raises; anything that
+    is not a JSON object is False.
+    """
+    try:
+        value = json.loads(data)
+    except (ValueError, TypeError, RecursionError):
+        return False
+    return isinstance(value, dict) and ("version" in value or "replicas" in value)
 
 
 def encode_partition_map(entries: Sequence[tuple[int, int]]) -> bytes:
@@ -211,7 +226,7 @@ class RegistryView:
         maps: dict[str, tuple[tuple[int, int], ...]] = {}
         for topic in self._children(RILL_TOPICS_PATH):
             value = self._data(f"{RILL_TOPICS_PATH}/{topic}")
-            if value is not None:
+            if value is not None and not is_replicated_topic_value(value):
                 try:
                     maps[topic] = parse_partition_map(value)
                 except ValueError as exc:
