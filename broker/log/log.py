@@ -6,8 +6,9 @@ finds its segment with one binary search over the base offsets (segments.py).
 
 Thread-safety contract:
 
-* :meth:`Log.append`, :meth:`Log.read`, the append-time lookups (times.py) and
-  :meth:`Log.when_flushed` are called from one thread (the broker's event loop).
+* :meth:`Log.append`, :meth:`Log.read`, the append-time lookups (times.py),
+  :meth:`Log.when_flushed` and the truncations (truncation.py) are called from one
+  thread (the broker's event loop).
 * :meth:`Log.flush` and retention (:meth:`Log.delete_oldest_segments`) run on a
   background thread (the log manager's flusher, which learns of logs with unflushed
   data through ``on_dirty`` instead of polling every log). Readers never block on them: the segment list is an immutable
@@ -40,8 +41,9 @@ from typing import Any
 
 import structlog
 
-from rill.broker.log import files, reads, times
+from rill.broker.log import files, reads, times, truncation
 from rill.broker.log.integrity import CorruptRange
+from rill.broker.log.leader_epochs import LeaderEpochCache
 from rill.broker.log.log_config import MAX_SEGMENT_BYTES, Clock, LogConfig
 from rill.broker.log.open_files import UNBOUNDED, OpenFiles
 from rill.broker.log.recovery import RecoveryReport, open_segments
@@ -90,6 +92,12 @@ class Log:
         self.on_corruption: Callable[[Log, CorruptRange], object] | None = None
         """Called (from the thread that found it) with each newly found corrupt range: the repair hook."""
         self._read_context = reads.ReadContext(topic, partition, config.max_message_size, self.found_corrupt, logger)
+        self._cut_messages = -1
+        """``_appended_messages`` at the last truncation (-1: never cut): older flush tokens are stale."""
+        self.leader_epochs: LeaderEpochCache | None = None
+        """The leader-epoch cache of a replica of a replicated topic (set by the log manager), else None."""
+        self.on_truncated: Callable[[Log], object] | None = None
+        """Called (on the truncating thread) after a truncation: the recovery-point checkpoint is rewritten."""
 
     @classmethod
     def open(cls, data_dir: str, topic: str, partition: int, config: LogConfig, clock: Clock = time, *,
@@ -272,6 +280,9 @@ class Log:
     def found_corrupt(self, corrupt: CorruptRange) -> None:
         """Record a corrupt range (reads refuse it from now on), log it, and tell the ``on_corruption`` hook."""
         segment = next((s for s in self._view.segments if s.path == corrupt.path), None)
+        if (segment is not None and self._cut_messages >= 0
+                and truncation.outdated_report(segment, corrupt, self._max_message_size)):
+            return  # bytes the scrubber read before a truncation replaced them (truncation.py)
         if segment is not None:
             if segment.integrity.corrupt_in(corrupt.start, corrupt.end) == (corrupt.start, corrupt.end):
                 return  # known already
@@ -320,7 +331,7 @@ class Log:
                 return
             if self._failed is not None:
                 raise self._unavailable()
-            messages, end, view = self._appended_messages, self._end_offset, self._view
+            messages, end, view, waiters = self._appended_messages, self._end_offset, self._view, self._waiters
             now = self._clock.time()
             flushed = self._waiters.flushed_offset
             if end == flushed and messages == self._flushed_messages:
@@ -334,7 +345,7 @@ class Log:
                 raise StorageError(f"{self.topic}-{self.partition}: flush failed: {exc}") from exc
             self._flushed_messages = messages
             self._last_flush_time = now
-        self._waiters.advance(end)
+        waiters.advance(end)  # the waiters read with `end`: after a truncation, the old ones (truncation.py)
 
     def begin_flush(self) -> FlushToken | None:
         """The first half of a batched flush: write pending index entries and note what a sync will cover.
@@ -365,11 +376,14 @@ class Log:
     def end_flush(self, token: FlushToken) -> None:
         """The second half of a batched flush: the file system was synced after :meth:`begin_flush`."""
         with self._flush_lock:
+            if token.messages <= self._cut_messages:
+                return  # begun before a truncation: what it synced may be cut (truncation.py)
             for segment, size in token.segments:
                 segment.synced_by_others(size)
             self._flushed_messages = max(self._flushed_messages, token.messages)
             self._last_flush_time = self._clock.time()
-        self._waiters.advance(token.end)
+            waiters = self._waiters
+        waiters.advance(token.end)
 
     def when_flushed(self, offset: int, callback: Callback, on_error: ErrorCallback | None = None) -> None:
         """Call ``callback()`` once ``flushed_offset >= offset``: at once if it already is,
@@ -388,6 +402,21 @@ class Log:
         if self._failed is not None:
             return StorageError(f"{self.topic}-{self.partition} is offline after a storage error: {self._failed}")
         return StorageError(f"{self.topic}-{self.partition} is closed")
+
+    # -- truncation (truncation.py: steps, locks, side files, crashes) -------------------------
+
+    def truncate_to(self, offset: int) -> int:
+        """Cut the log back to end at ``offset`` (appending thread only); return the bytes cut, 0 if ``offset >= end``.
+
+        Raises:
+            InvalidOffset: ``offset`` is before the log start or not a message boundary (nothing changed).
+            StorageError: the log is closed or failed, or the cut failed (the log is then failed).
+        """
+        return truncation.truncate_to(self, offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Keep every segment aside and go on empty at ``offset``. Raises: InvalidOffset (negative), StorageError."""
+        truncation.truncate_fully_and_start_at(self, offset)
 
     # -- retention and lifetime ---------------------------------------------------------------
 

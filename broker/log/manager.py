@@ -11,8 +11,17 @@ marker (it had failed) is recovered even after a clean shutdown.
 
 Limits (one definition for every way of creating a topic, data plane and gRPC): a
 topic has 1 .. ``max_topic_partitions`` partitions (``num.partitions.max``), and the
-broker holds at most ``max_partitions`` (``max.broker.partitions``), topics being
-created included. Both are checked before anything touches the disk.
+broker holds at most ``max_partitions`` (``max.broker.partitions``), topics and
+replicas being created included. Both are checked before anything touches the disk.
+
+Replicas: besides Kafka 0.7-style topics (``topics()``: every partition here, and
+registered in ZooKeeper the 0.7 way) the broker holds replicas of replicated topics,
+some partitions of each (``replicas()``), made by :meth:`LogManager.create_replica`
+and recognised at start-up by their ``leader-epoch-checkpoint`` (loading.py). A
+replica's log carries its leader-epoch cache as ``Log.leader_epochs``, so a
+truncation keeps the two in step (truncation.py) and the cache lives and goes with
+its log. A topic name is one kind or the other on a broker. ``get`` finds both kinds;
+flushes, retention, checkpoints and close cover both.
 
 Descriptors: every log shares one :class:`OpenFiles` cache (``log.open.files.max``).
 
@@ -32,11 +41,15 @@ them, batch_sync.py), writes the recovery-point checkpoint, and writes the clean
 listing the partitions that had failed (their next start recovers them). It does not
 raise for a failed partition: a stop after a storage failure is still a clean stop.
 
-Thread-safety: :meth:`get`, :meth:`topics` and :meth:`create_topic_async` read
-copy-on-write dictionaries and never block on the background threads; creating a
-topic takes a short lock to reserve its partitions, and the work runs on the
-creator's thread; :meth:`flush_due`, :meth:`run_retention` and :meth:`housekeeping`
-are called by the :class:`Flusher` thread (started by :meth:`start`). The
+Thread-safety: :meth:`get`, :meth:`topics`, :meth:`replicas` and
+:meth:`create_topic_async` read copy-on-write dictionaries and never block on the
+background threads; creating a topic takes a short lock to reserve its partitions,
+and the work runs on the creator's thread; :meth:`create_replica` and
+:meth:`delete_replica` do their disk work on the calling thread (never the event
+loop), one at a time; :meth:`flush_due`, :meth:`run_retention` and :meth:`housekeeping`
+are called by the :class:`Flusher` thread (started by :meth:`start`), and the
+recovery-point checkpoint is also rewritten on the event loop after a truncation
+(its writes are serialised by a lock). The
 ``on_topic_created`` listeners are called, outside the lock, on the thread that
 published a new topic: they should only post work elsewhere.
 """
@@ -56,6 +69,7 @@ import structlog
 from rill.broker.log import batch_sync, checkpoint, creator, files, loading
 from rill.broker.log.flusher import Flusher
 from rill.broker.log.integrity import CorruptRange
+from rill.broker.log.leader_epochs import LeaderEpochCache
 from rill.broker.log.log import Log
 from rill.broker.log.log_config import Clock, LogConfig
 from rill.broker.log.open_files import OpenFiles
@@ -97,11 +111,16 @@ class LogManager:
         self._lock = threading.Lock()
         self._logs: dict[tuple[str, int], Log] = {}
         self._topics: dict[str, int] = {}
+        self._replicas: dict[tuple[str, int], Log] = {}
+        self._replica_topics: dict[str, int] = {}
+        """Replicas held or being created, per topic (copy-on-write): such a name is no 0.7-style topic."""
+        self._replica_lock = threading.Lock()
         self._creating: dict[str, tuple[int, Future[int]]] = {}
         self._reserved = 0
         self._dirty_lock = threading.Lock()
         self._dirty: set[Log] = set()
         self._flushes_since_checkpoint = 0
+        self._checkpoint_lock = threading.Lock()
         self._opened_count = 0
         self._next_checkpoint = clock.time() + self.config.recovery_point_interval_ms / 1000
         self._next_idle_check = clock.time() + IDLE_FILES_CHECK_S
@@ -131,22 +150,30 @@ class LogManager:
 
     def _load_all(self) -> None:
         found = loading.partition_directories(self.data_dir)
+        local, replicas = loading.split_replicas(found)
         points = None if self.clean_start else checkpoint.read_checkpoint(self.data_dir)
         if found and not self.clean_start:
             _logger.warning("recovery.unclean_shutdown", data_dir=self.data_dir,
                             detail="no clean-shutdown marker: recovering every log from its recovery point")
         started = time.monotonic()
-        for topic in sorted(found):
+        for topic in sorted(local):
             self._publish(topic, [self._opened(log) for log in loading.load_topic(
-                topic, found[topic], self.data_dir, self.config, self.clock, open_files=self.open_files,
+                topic, local[topic], self.data_dir, self.config, self.clock, open_files=self.open_files,
                 clean_start=self.clean_start, must_recover=self._must_recover, points=points,
                 truncate_corrupt=self._truncate_corrupt)])
+        for topic in sorted(replicas):
+            logs = [self._opened(log) for log in loading.load_replicas(
+                topic, replicas[topic], self.config, self.clock, open_files=self.open_files,
+                clean_start=self.clean_start, must_recover=self._must_recover, points=points,
+                truncate_corrupt=self._truncate_corrupt)]
+            self._count_replicas(topic, len(logs))
+            self._publish_replicas(logs)
         loading.sync_recovered(self.logs(), self.data_dir)
         loading.report_recovery(self.logs(), time.monotonic() - started)
         if self._logs and (not self.clean_start or self._must_recover):
             self.write_checkpoint()  # recovery synced what it kept: a crash now need not scan it again
         _logger.info("logs.loaded", data_dir=self.data_dir, topics=len(self._topics), partitions=len(self._logs),
-                     clean_start=self.clean_start, open_files=len(self.open_files))
+                     replicas=len(self._replicas), clean_start=self.clean_start, open_files=len(self.open_files))
 
     def _opened(self, log: Log) -> Log:
         self._opened_count += 1
@@ -154,6 +181,7 @@ class LogManager:
             gc.freeze()  # logs live as long as the broker: keep the cyclic collector off them (module docstring)
         log.flush_signal = self._wake_flusher
         log.on_dirty = self._add_dirty
+        log.on_truncated = self._truncated
         log.on_corruption = self._corruption_found
         return log
 
@@ -168,6 +196,20 @@ class LogManager:
         """Swap in new dictionaries (copy-on-write) holding ``topic``'s logs."""
         self._logs = {**self._logs, **{(topic, log.partition): log for log in logs}}
         self._topics = {**self._topics, topic: len(logs)}
+
+    def _publish_replicas(self, logs: list[Log]) -> None:
+        """Swap in new dictionaries (copy-on-write) holding the replica ``logs`` (counted already)."""
+        added = {(log.topic, log.partition): log for log in logs}
+        self._logs = {**self._logs, **added}
+        self._replicas = {**self._replicas, **added}
+
+    def _count_replicas(self, topic: str, delta: int) -> None:
+        """Change the replicas counted for ``topic`` (copy-on-write; under ``_lock`` after start-up)."""
+        counts = dict(self._replica_topics)
+        counts[topic] = counts.get(topic, 0) + delta
+        if counts[topic] <= 0:
+            del counts[topic]
+        self._replica_topics = counts
 
     def start(self) -> None:
         """Start the background flusher (flush by time and count, retention). Idempotent."""
@@ -185,6 +227,10 @@ class LogManager:
 
     def _wake_flusher(self) -> None:
         self._flusher.wake()
+
+    def _truncated(self, log: Log) -> None:
+        """After a truncation (event loop): rewrite the checkpoint now, so no recovery point is above a cut."""
+        self.write_checkpoint()
 
     def _add_dirty(self, log: Log) -> None:
         with self._dirty_lock:
@@ -218,6 +264,9 @@ class LogManager:
         with self._lock:
             if self._closed:
                 raise StorageError("the log manager is closed")
+            if topic in self._replica_topics:
+                raise InvalidRequest(f"topic {topic!r} is a replicated topic on this broker (it holds replicas of "
+                                     f"it): it cannot also be a local, Kafka 0.7-style topic")
             existing = self._topics.get(topic)
             pending = self._creating.get(topic)
             if existing is None and pending is not None:
@@ -282,8 +331,11 @@ class LogManager:
             return pending[1]
         try:
             return self.create_topic_async(topic, self.num_partitions)
-        except InvalidRequest:  # created meanwhile with another count: use it
-            return _done(self._topics[topic])
+        except InvalidRequest:  # created meanwhile with another count: use it (unless it is a replicated topic)
+            count = self._topics.get(topic)
+            if count is None:
+                raise
+            return _done(count)
 
     def get_or_create(self, topic: str, timeout: float | None = None) -> int:
         """The partition count of ``topic``, creating it with ``num_partitions`` and waiting if needed.
@@ -306,12 +358,137 @@ class LogManager:
         if count is None:
             if not isinstance(topic, str) or not is_valid_topic(topic):
                 raise InvalidTopic(f"invalid topic name {topic!r}")
+            if topic in self._replica_topics:
+                raise UnknownTopic(f"this broker holds no replica of partition {partition!r} of topic {topic!r}")
             raise UnknownTopic(f"unknown topic {topic!r}")
         raise WrongPartition(f"topic {topic!r} has partitions 0..{count - 1}, not {partition!r}")
 
     def topics(self) -> Mapping[str, int]:
-        """A read-only snapshot of ``{topic: partition count}`` (O(1): the dict is copy-on-write)."""
+        """A read-only snapshot of ``{topic: partition count}`` of the 0.7-style topics (O(1): copy-on-write).
+
+        Replicas of replicated topics are not in it (see :meth:`replicas`).
+        """
         return MappingProxyType(self._topics)
+
+    # -- replicas of replicated topics ----------------------------------------------------
+
+    def replicas(self) -> Mapping[tuple[str, int], Log]:
+        """A read-only snapshot of ``{(topic, partition): log}`` of the replicas held here (O(1): copy-on-write)."""
+        return MappingProxyType(self._replicas)
+
+    def leader_epochs(self, topic: str, partition: int) -> LeaderEpochCache:
+        """The leader-epoch cache of a replica held here (``Log.leader_epochs``; event-loop thread only).
+
+        Raises:
+            UnknownTopic: this broker holds no replica of ``topic``-``partition``.
+        """
+        log = self._replicas.get((topic, partition))
+        if log is None or log.leader_epochs is None:
+            raise UnknownTopic(f"this broker holds no replica of partition {partition!r} of topic {topic!r}")
+        return log.leader_epochs
+
+    def create_replica(self, topic: str, partition: int) -> Log:
+        """The log of this broker's replica of ``topic``-``partition``, made empty (no epochs) if needed.
+
+        Idempotent. The directory is made durably with its empty ``leader-epoch-checkpoint``
+        (loading.make_replica) on the calling thread, which must not be the event loop.
+
+        Raises (the first four before anything touches the disk):
+            InvalidTopic: an illegal name.
+            WrongPartition: ``partition`` outside ``0 .. max_topic_partitions - 1``.
+            InvalidRequest: ``topic`` is a 0.7-style topic here (or being created as one).
+            PartitionLimitReached: the broker would hold more than ``max_partitions``.
+            StorageError: the manager is closed, the directory exists unknown, or making it failed.
+        """
+        validate_topic(topic)
+        if (isinstance(partition, bool) or not isinstance(partition, int)
+                or not 0 <= partition < self.max_topic_partitions):
+            raise WrongPartition(f"partition must be between 0 and {self.max_topic_partitions - 1} "
+                                 f"(num.partitions.max), got {partition!r}")
+        with self._replica_lock:
+            with self._lock:
+                existing = self._replicas.get((topic, partition))
+                if existing is not None:
+                    return existing
+                self._reserve_replica(topic)
+            log = None
+            try:
+                log = self._opened(loading.make_replica(self.data_dir, topic, partition, self.config, self.clock,
+                                                        self.open_files))
+            except OSError as exc:
+                raise StorageError(f"creating replica {topic}-{partition} failed: {exc.strerror or exc}: "
+                                   f"{exc.filename}") from exc
+            finally:
+                self._settle_replica(topic, log)
+        _logger.info("logs.replica_created", topic=topic, partition=partition)
+        return log
+
+    def _reserve_replica(self, topic: str) -> None:
+        """Check a new replica against the closed state, 0.7-style topics and the limit; count it (under ``_lock``)."""
+        if self._closed:
+            raise StorageError("the log manager is closed")
+        if topic in self._topics or topic in self._creating:
+            raise InvalidRequest(f"topic {topic!r} is a local, Kafka 0.7-style topic on this broker: it cannot "
+                                 f"also hold replicas of a replicated topic")
+        if self.partition_count + 1 > self.max_partitions:
+            raise PartitionLimitReached(f"a replica of {topic!r} would exceed max.broker.partitions "
+                                        f"({self.max_partitions}); the broker holds {self.partition_count}")
+        self._reserved += 1
+        self._count_replicas(topic, 1)
+
+    def _settle_replica(self, topic: str, log: Log | None) -> None:
+        """End a reservation: publish the new replica ``log``, or uncount a failed one (None).
+
+        Raises:
+            StorageError: the manager was closed meanwhile (the new log is closed, not published).
+        """
+        with self._lock:
+            self._reserved -= 1
+            closed = self._closed
+            if log is not None and not closed:
+                self._publish_replicas([log])
+                return
+            self._count_replicas(topic, -1)
+        if log is not None:
+            log.close()
+            raise StorageError("the log manager is closed")
+
+    def delete_replica(self, topic: str, partition: int) -> bool:
+        """Stop holding a replica moved away: unpublish it, release its files, rename its directory aside.
+
+        The directory becomes ``<topic>-<partition>.<unix_ms>.deleted`` (durably; skipped at
+        start-up, left for an operator). On the calling thread, never the event loop;
+        appends to the log fail with StorageError from then on.
+
+        Returns:
+            True when a replica was deleted, False when none of ``topic``-``partition`` is held here.
+
+        Raises:
+            InvalidTopic: an illegal name. InvalidRequest: ``topic`` is a 0.7-style topic here.
+            StorageError: the directory could not be renamed (the replica is unpublished anyway).
+        """
+        validate_topic(topic)
+        key = (topic, partition)
+        with self._replica_lock:
+            with self._lock:
+                log = self._replicas.get(key)
+                if log is None:
+                    if topic in self._topics:
+                        raise InvalidRequest(f"topic {topic!r} is a local, Kafka 0.7-style topic: it has no replicas")
+                    return False
+                self._logs = {k: v for k, v in self._logs.items() if k != key}
+                self._replicas = {k: v for k, v in self._replicas.items() if k != key}
+                self._count_replicas(topic, -1)
+            with self._dirty_lock:
+                self._dirty.discard(log)
+            log.abandon()
+            try:
+                aside = loading.set_replica_aside(self.data_dir, log.directory)
+            except OSError as exc:
+                raise StorageError(f"deleting replica {topic}-{partition}: cannot rename {log.directory}: "
+                                   f"{exc.strerror or exc}") from exc
+        _logger.info("logs.replica_deleted", topic=topic, partition=partition, directory=aside)
+        return True
 
     def logs(self) -> list[Log]:
         """Every open log (a snapshot)."""
@@ -387,10 +564,16 @@ class LogManager:
             self.open_files.close_idle()
 
     def write_checkpoint(self) -> None:
-        """Write every log's flushed offset to the recovery-point checkpoint (logged, never raised)."""
+        """Write every log's flushed offset to the recovery-point checkpoint (logged, never raised).
+
+        Called by the flusher thread and, after a truncation, by the event loop: a lock
+        serialises the writers, and each reads the offsets under it, so the last write
+        holds the newest ones.
+        """
         try:
-            checkpoint.write_checkpoint(self.data_dir, {(log.topic, log.partition): log.flushed_offset
-                                                        for log in self.logs()})
+            with self._checkpoint_lock:
+                checkpoint.write_checkpoint(self.data_dir, {(log.topic, log.partition): log.flushed_offset
+                                                            for log in self.logs()})
         except OSError as exc:
             _logger.error("recovery.checkpoint_failed", file=checkpoint.checkpoint_path(self.data_dir),
                           error=exc.strerror or str(exc),
