@@ -2,7 +2,7 @@
 
 Modules, one concept each::
 
-    config.py     LogConfig: sizes, intervals, retention
+    log_config.py LogConfig: sizes, intervals, retention
     files.py      names and paths (partition dirs, segments, side files, markers)
     index.py      SegmentIndex: sparse boundaries + append times per segment
     times.py      append-time lookups over the indexes: OFFSETS, TIME_INDEX, lag times
@@ -14,14 +14,20 @@ Modules, one concept each::
     integrity.py  ranges of a segment verified good or found corrupt; checking messages
     reads.py      reading a log: file slices of whole, checked messages
     log.py        Log: one partition (append, read, roll, flush, offsets before a time)
+    leader_epochs.py  LeaderEpochCache: a replica's leader-epoch-checkpoint file
+    truncation.py cutting a follower's log back, the cut bytes kept aside
     recovery.py   scanning and repairing segments after an unclean shutdown
     retention.py  deleting old segments by age and size
     checkpoint.py the recovery-point checkpoint file of a data directory
     batch_sync.py flushing many logs with one syncfs
+    dirty_logs.py DirtyLogs: the logs with unflushed data, flushing those due
     flusher.py    Flusher: the background flush/retention thread
     scrubber.py   Scrubber: re-checks every segment in the background
     creator.py    TopicCreator: creating a topic's partitions, whole or not at all
     loading.py    opening a data directory: lock, clean-shutdown marker, every log
+    partition_table.py  PartitionTable: the partitions held, of both kinds, and reservations
+    local_topic_creation.py  TopicCreations: 0.7-style topic creation (limits, reservations)
+    replica_logs.py     ReplicaLogs: creating, listing, deleting replicas; their epoch caches
     manager.py    LogManager: every log under a data directory
     verify.py     --verify-logs: checking a stopped broker's segments
     repair.py     cutting or quarantining the corrupt ranges it finds

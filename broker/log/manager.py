@@ -9,19 +9,13 @@ is recovered from its recovery point (checkpoint.py, recovery.py), and what reco
 kept is synced with one syncfs before anything is served. A partition named in the
 marker (it had failed) is recovered even after a clean shutdown.
 
-Limits (one definition for every way of creating a topic, data plane and gRPC): a
-topic has 1 .. ``max_topic_partitions`` partitions (``num.partitions.max``), and the
-broker holds at most ``max_partitions`` (``max.broker.partitions``), topics and
-replicas being created included. Both are checked before anything touches the disk.
-
-Replicas: besides Kafka 0.7-style topics (``topics()``: every partition here, and
-registered in ZooKeeper the 0.7 way) the broker holds replicas of replicated topics,
-some partitions of each (``replicas()``), made by :meth:`LogManager.create_replica`
-and recognised at start-up by their ``leader-epoch-checkpoint`` (loading.py). A
-replica's log carries its leader-epoch cache as ``Log.leader_epochs``, so a
-truncation keeps the two in step (truncation.py) and the cache lives and goes with
-its log. A topic name is one kind or the other on a broker. ``get`` finds both kinds;
-flushes, retention, checkpoints and close cover both.
+Two kinds of partition, in one :class:`PartitionTable` (partition_table.py): Kafka
+0.7-style topics (``topics()``: every partition here, and registered in ZooKeeper the
+0.7 way), created with their limits and reservations by local_topic_creation.py; and
+replicas of replicated topics, some partitions of each (``replicas()``), created,
+deleted and given their leader-epoch caches by replica_logs.py. A topic name is one
+kind or the other on a broker. This class keeps their public methods and delegates;
+``get`` finds both kinds; flushes, retention, checkpoints and close cover both.
 
 Descriptors: every log shares one :class:`OpenFiles` cache (``log.open.files.max``).
 
@@ -43,11 +37,12 @@ raise for a failed partition: a stop after a storage failure is still a clean st
 
 Thread-safety: :meth:`get`, :meth:`topics`, :meth:`replicas` and
 :meth:`create_topic_async` read copy-on-write dictionaries and never block on the
-background threads; creating a topic takes a short lock to reserve its partitions,
-and the work runs on the creator's thread; :meth:`create_replica` and
+background threads; creating a topic takes the table's short lock to reserve its
+partitions, and the work runs on the creator's thread; :meth:`create_replica` and
 :meth:`delete_replica` do their disk work on the calling thread (never the event
-loop), one at a time; :meth:`flush_due`, :meth:`run_retention` and :meth:`housekeeping`
-are called by the :class:`Flusher` thread (started by :meth:`start`), and the
+loop), one at a time; :meth:`flush_due` (over the dirty set, dirty_logs.py),
+:meth:`run_retention` and :meth:`housekeeping` are called by the :class:`Flusher`
+thread (started by :meth:`start`), and the
 recovery-point checkpoint is also rewritten on the event loop after a truncation
 (its writes are serialised by a lock). The
 ``on_topic_created`` listeners are called, outside the lock, on the thread that
@@ -67,20 +62,22 @@ from types import MappingProxyType
 import structlog
 
 from rill.broker.log import batch_sync, checkpoint, creator, files, loading
+from rill.broker.log.dirty_logs import DirtyLogs
 from rill.broker.log.flusher import Flusher
 from rill.broker.log.integrity import CorruptRange
 from rill.broker.log.leader_epochs import LeaderEpochCache
 from rill.broker.log.log import Log
 from rill.broker.log.log_config import Clock, LogConfig
 from rill.broker.log.open_files import OpenFiles
+from rill.broker.log.partition_table import PartitionTable
+from rill.broker.log.replica_logs import ReplicaLogs
 from rill.broker.log.retention import apply_retention
 from rill.broker.log.scrubber import Scrubber
-from rill.client.errors import (InvalidPartitions, InvalidRequest, InvalidTopic, PartitionLimitReached, StorageError,
-                                UnknownTopic, WrongPartition)
-from rill.client.topic_names import is_valid_topic, validate_topic
+from rill.broker.log.local_topic_creation import TopicCreations
+from rill.client.errors import InvalidTopic, StorageError, UnknownTopic, WrongPartition
+from rill.client.topic_names import is_valid_topic
 
 FREEZE_EVERY = 1000  # logs opened between two gc.freeze() calls
-BATCH_SYNC_MIN = 64  # logs due at once from which one syncfs replaces an fsync each
 IDLE_FILES_CHECK_S = 5.0
 _logger = structlog.get_logger(__name__)
 
@@ -108,17 +105,8 @@ class LogManager:
         self.clock = clock
         self.open_files = open_files if open_files is not None else OpenFiles()
         self._truncate_corrupt = truncate_corrupt
-        self._lock = threading.Lock()
-        self._logs: dict[tuple[str, int], Log] = {}
-        self._topics: dict[str, int] = {}
-        self._replicas: dict[tuple[str, int], Log] = {}
-        self._replica_topics: dict[str, int] = {}
-        """Replicas held or being created, per topic (copy-on-write): such a name is no 0.7-style topic."""
-        self._replica_lock = threading.Lock()
-        self._creating: dict[str, tuple[int, Future[int]]] = {}
-        self._reserved = 0
-        self._dirty_lock = threading.Lock()
-        self._dirty: set[Log] = set()
+        self._table = PartitionTable(max_partitions)
+        self._dirty = DirtyLogs(self.data_dir)
         self._flushes_since_checkpoint = 0
         self._checkpoint_lock = threading.Lock()
         self._opened_count = 0
@@ -129,7 +117,10 @@ class LogManager:
         self.scrubber = Scrubber(self.logs, scrub_bytes_per_second, scrub_interval_s) if scrub_bytes_per_second else None
         """The background checker of every segment (None when log.scrub.enable is false)."""
         self._creator = creator.TopicCreator(self.data_dir)
-        self._closed = False
+        self._creations = TopicCreations(self._table, self._creator, num_partitions, max_topic_partitions,
+                                         open_new=self._open_new, published=self._topic_published)
+        self._replica_logs = ReplicaLogs(self._table, self.data_dir, self.config, clock, self.open_files,
+                                         max_topic_partitions, opened=self._opened, forget=self._dirty.discard)
         self.on_topic_created: list[Callable[[str, int], object]] = []
         """Called with (topic, partition count) after a new topic is published."""
         self.on_corruption: list[Callable[[Log, CorruptRange], object]] = []
@@ -157,7 +148,7 @@ class LogManager:
                             detail="no clean-shutdown marker: recovering every log from its recovery point")
         started = time.monotonic()
         for topic in sorted(local):
-            self._publish(topic, [self._opened(log) for log in loading.load_topic(
+            self._table.publish_topic(topic, [self._opened(log) for log in loading.load_topic(
                 topic, local[topic], self.data_dir, self.config, self.clock, open_files=self.open_files,
                 clean_start=self.clean_start, must_recover=self._must_recover, points=points,
                 truncate_corrupt=self._truncate_corrupt)])
@@ -166,21 +157,22 @@ class LogManager:
                 topic, replicas[topic], self.config, self.clock, open_files=self.open_files,
                 clean_start=self.clean_start, must_recover=self._must_recover, points=points,
                 truncate_corrupt=self._truncate_corrupt)]
-            self._count_replicas(topic, len(logs))
-            self._publish_replicas(logs)
+            self._table.count_replicas(topic, len(logs))
+            self._table.publish_replicas(logs)
         loading.sync_recovered(self.logs(), self.data_dir)
         loading.report_recovery(self.logs(), time.monotonic() - started)
-        if self._logs and (not self.clean_start or self._must_recover):
+        table = self._table
+        if table.logs and (not self.clean_start or self._must_recover):
             self.write_checkpoint()  # recovery synced what it kept: a crash now need not scan it again
-        _logger.info("logs.loaded", data_dir=self.data_dir, topics=len(self._topics), partitions=len(self._logs),
-                     replicas=len(self._replicas), clean_start=self.clean_start, open_files=len(self.open_files))
+        _logger.info("logs.loaded", data_dir=self.data_dir, topics=len(table.topics), partitions=len(table.logs),
+                     replicas=len(table.replicas), clean_start=self.clean_start, open_files=len(self.open_files))
 
     def _opened(self, log: Log) -> Log:
         self._opened_count += 1
         if self._opened_count % FREEZE_EVERY == 0:
             gc.freeze()  # logs live as long as the broker: keep the cyclic collector off them (module docstring)
         log.flush_signal = self._wake_flusher
-        log.on_dirty = self._add_dirty
+        log.on_dirty = self._dirty.add
         log.on_truncated = self._truncated
         log.on_corruption = self._corruption_found
         return log
@@ -192,29 +184,20 @@ class LogManager:
             except Exception:  # a listener's bug must not fail the read that found it
                 _logger.exception("logs.corruption_listener_failed", file=corrupt.path)
 
-    def _publish(self, topic: str, logs: list[Log]) -> None:
-        """Swap in new dictionaries (copy-on-write) holding ``topic``'s logs."""
-        self._logs = {**self._logs, **{(topic, log.partition): log for log in logs}}
-        self._topics = {**self._topics, topic: len(logs)}
+    def _open_new(self, topic: str, partition: int, directory: str) -> Log:
+        """Open the log of a partition directory just created (the creator's thread)."""
+        return self._opened(Log.load(directory, topic, partition, self.config, self.clock, new=True,
+                                     open_files=self.open_files))
 
-    def _publish_replicas(self, logs: list[Log]) -> None:
-        """Swap in new dictionaries (copy-on-write) holding the replica ``logs`` (counted already)."""
-        added = {(log.topic, log.partition): log for log in logs}
-        self._logs = {**self._logs, **added}
-        self._replicas = {**self._replicas, **added}
-
-    def _count_replicas(self, topic: str, delta: int) -> None:
-        """Change the replicas counted for ``topic`` (copy-on-write; under ``_lock`` after start-up)."""
-        counts = dict(self._replica_topics)
-        counts[topic] = counts.get(topic, 0) + delta
-        if counts[topic] <= 0:
-            del counts[topic]
-        self._replica_topics = counts
+    def _topic_published(self, topic: str, partitions: int) -> None:
+        """Tell the ``on_topic_created`` listeners of a new topic (the creator's thread, no lock held)."""
+        for listener in self.on_topic_created:
+            listener(topic, partitions)
 
     def start(self) -> None:
         """Start the background flusher (flush by time and count, retention). Idempotent."""
-        with self._lock:
-            if not self._flusher_started and not self._closed:
+        with self._table.lock:
+            if not self._flusher_started and not self._table.closed:
                 self._flusher_started = True
                 self._flusher.start()
                 if self.scrubber is not None:
@@ -232,133 +215,46 @@ class LogManager:
         """After a truncation (event loop): rewrite the checkpoint now, so no recovery point is above a cut."""
         self.write_checkpoint()
 
-    def _add_dirty(self, log: Log) -> None:
-        with self._dirty_lock:
-            self._dirty.add(log)
 
-    # -- topics ---------------------------------------------------------------------------
+    # -- topics and replicas (local_topic_creation.py, replica_logs.py) --------------------------
 
     @property
     def partition_count(self) -> int:
-        """Partitions of every topic, including those being created."""
-        return len(self._logs) + self._reserved
+        """Partitions of every topic and replica, including those being created."""
+        return self._table.partition_count
 
     def create_topic_async(self, topic: str, partitions: int) -> Future[int]:
-        """Start creating ``topic`` with ``partitions`` partitions; the future gives the count.
-
-        A topic that exists with that count gives a completed future; one being created
-        with it, that creation's future. The directories are made on the creator's thread.
-
-        Raises (at once, before anything touches the disk):
-            InvalidTopic: an illegal name.
-            InvalidPartitions: a count outside 1 .. ``max_topic_partitions``.
-            InvalidRequest: the topic exists (or is being created) with another count.
-            PartitionLimitReached: the broker would hold more than ``max_partitions``.
-            StorageError: the manager is closed.
-        """
-        validate_topic(topic)
-        if (isinstance(partitions, bool) or not isinstance(partitions, int)
-                or not 1 <= partitions <= self.max_topic_partitions):
-            raise InvalidPartitions(f"partition count must be between 1 and {self.max_topic_partitions} "
-                                    f"(num.partitions.max), got {partitions!r}")
-        with self._lock:
-            if self._closed:
-                raise StorageError("the log manager is closed")
-            if topic in self._replica_topics:
-                raise InvalidRequest(f"topic {topic!r} is a replicated topic on this broker (it holds replicas of "
-                                     f"it): it cannot also be a local, Kafka 0.7-style topic")
-            existing = self._topics.get(topic)
-            pending = self._creating.get(topic)
-            if existing is None and pending is not None:
-                existing, future = pending
-            else:
-                future = None
-            if existing is not None:
-                if existing != partitions:
-                    raise InvalidRequest(f"topic {topic!r} already exists with {existing} partitions")
-                return future if future is not None else _done(existing)
-            if self.partition_count + partitions > self.max_partitions:
-                raise PartitionLimitReached(
-                    f"creating {topic!r} with {partitions} partitions would exceed max.broker.partitions "
-                    f"({self.max_partitions}); the broker holds {self.partition_count}")
-            self._reserved += partitions
-            future = self._creator.submit(topic, partitions, self._open_new, lambda logs: self._finish(topic, logs),
-                                          Log.abandon)
-            self._creating[topic] = (partitions, future)
-        future.add_done_callback(lambda f: self._release(topic, partitions))
-        return future
-
-    def _open_new(self, topic: str, partition: int, directory: str) -> Log:
-        return self._opened(Log.load(directory, topic, partition, self.config, self.clock, new=True,
-                                     open_files=self.open_files))
-
-    def _finish(self, topic: str, logs: list[Log]) -> None:
-        """Publish a created topic (creator thread), then tell the listeners."""
-        with self._lock:
-            self._publish(topic, logs)
-            self._reserved -= len(logs)
-            self._creating.pop(topic, None)
-        _logger.info("logs.topic_created", topic=topic, partitions=len(logs))
-        for listener in self.on_topic_created:
-            listener(topic, len(logs))
-
-    def _release(self, topic: str, partitions: int) -> None:
-        """After a creation ended: give back the reservation of one that failed."""
-        with self._lock:
-            entry = self._creating.get(topic)
-            if entry is not None and entry[1].done():
-                del self._creating[topic]
-                self._reserved -= partitions
+        """Start creating 0.7-style ``topic``; the future gives the count (:meth:`TopicCreations.create_async`)."""
+        return self._creations.create_async(topic, partitions)
 
     def create_topic(self, topic: str, partitions: int, timeout: float | None = None) -> None:
-        """Create ``topic`` and wait for it (callers off the event loop: gRPC, tests).
-
-        Raises: as :meth:`create_topic_async`, and StorageError when the creation failed on disk.
-        """
-        _wait(self.create_topic_async(topic, partitions), timeout)
+        """Create ``topic`` and wait for it, off the event loop (:meth:`TopicCreations.create`)."""
+        self._creations.create(topic, partitions, timeout)
 
     def ensure_topic_async(self, topic: str) -> Future[int]:
-        """The partition count of ``topic``, creating it with ``num_partitions`` if needed (auto-create).
-
-        Raises: as :meth:`create_topic_async`.
-        """
-        count = self._topics.get(topic)
-        if count is not None:
-            return _done(count)
-        with self._lock:
-            pending = self._creating.get(topic)
-        if pending is not None:
-            return pending[1]
-        try:
-            return self.create_topic_async(topic, self.num_partitions)
-        except InvalidRequest:  # created meanwhile with another count: use it (unless it is a replicated topic)
-            count = self._topics.get(topic)
-            if count is None:
-                raise
-            return _done(count)
+        """The partition count of ``topic``, auto-creating it if needed (:meth:`TopicCreations.ensure_async`)."""
+        return self._creations.ensure_async(topic)
 
     def get_or_create(self, topic: str, timeout: float | None = None) -> int:
-        """The partition count of ``topic``, creating it with ``num_partitions`` and waiting if needed.
-
-        Raises: as :meth:`ensure_topic_async`; StorageError when the creation failed on disk.
-        """
-        return _wait(self.ensure_topic_async(topic), timeout)
+        """The partition count of ``topic``, auto-creating it and waiting if needed (:meth:`TopicCreations.ensure`)."""
+        return self._creations.ensure(topic, timeout)
 
     def get(self, topic: str, partition: int) -> Log:
-        """The log of a partition.
+        """The log of a partition (of a 0.7-style topic or a replica).
 
         Raises:
             InvalidTopic: an illegal name. UnknownTopic: no such topic.
             WrongPartition: the partition is outside ``0 .. count-1``.
         """
-        log = self._logs.get((topic, partition))
+        table = self._table
+        log = table.logs.get((topic, partition))
         if log is not None:
             return log
-        count = self._topics.get(topic)
+        count = table.topics.get(topic)
         if count is None:
             if not isinstance(topic, str) or not is_valid_topic(topic):
                 raise InvalidTopic(f"invalid topic name {topic!r}")
-            if topic in self._replica_topics:
+            if topic in table.replica_topics:
                 raise UnknownTopic(f"this broker holds no replica of partition {partition!r} of topic {topic!r}")
             raise UnknownTopic(f"unknown topic {topic!r}")
         raise WrongPartition(f"topic {topic!r} has partitions 0..{count - 1}, not {partition!r}")
@@ -368,167 +264,33 @@ class LogManager:
 
         Replicas of replicated topics are not in it (see :meth:`replicas`).
         """
-        return MappingProxyType(self._topics)
-
-    # -- replicas of replicated topics ----------------------------------------------------
+        return MappingProxyType(self._table.topics)
 
     def replicas(self) -> Mapping[tuple[str, int], Log]:
         """A read-only snapshot of ``{(topic, partition): log}`` of the replicas held here (O(1): copy-on-write)."""
-        return MappingProxyType(self._replicas)
+        return self._replica_logs.replicas()
 
     def leader_epochs(self, topic: str, partition: int) -> LeaderEpochCache:
-        """The leader-epoch cache of a replica held here (``Log.leader_epochs``; event-loop thread only).
-
-        Raises:
-            UnknownTopic: this broker holds no replica of ``topic``-``partition``.
-        """
-        log = self._replicas.get((topic, partition))
-        if log is None or log.leader_epochs is None:
-            raise UnknownTopic(f"this broker holds no replica of partition {partition!r} of topic {topic!r}")
-        return log.leader_epochs
+        """The leader-epoch cache of a replica held here (:meth:`ReplicaLogs.leader_epochs`)."""
+        return self._replica_logs.leader_epochs(topic, partition)
 
     def create_replica(self, topic: str, partition: int) -> Log:
-        """The log of this broker's replica of ``topic``-``partition``, made empty (no epochs) if needed.
-
-        Idempotent. The directory is made durably with its empty ``leader-epoch-checkpoint``
-        (loading.make_replica) on the calling thread, which must not be the event loop.
-
-        Raises (the first four before anything touches the disk):
-            InvalidTopic: an illegal name.
-            WrongPartition: ``partition`` outside ``0 .. max_topic_partitions - 1``.
-            InvalidRequest: ``topic`` is a 0.7-style topic here (or being created as one).
-            PartitionLimitReached: the broker would hold more than ``max_partitions``.
-            StorageError: the manager is closed, the directory exists unknown, or making it failed.
-        """
-        validate_topic(topic)
-        if (isinstance(partition, bool) or not isinstance(partition, int)
-                or not 0 <= partition < self.max_topic_partitions):
-            raise WrongPartition(f"partition must be between 0 and {self.max_topic_partitions - 1} "
-                                 f"(num.partitions.max), got {partition!r}")
-        with self._replica_lock:
-            with self._lock:
-                existing = self._replicas.get((topic, partition))
-                if existing is not None:
-                    return existing
-                self._reserve_replica(topic)
-            log = None
-            try:
-                log = self._opened(loading.make_replica(self.data_dir, topic, partition, self.config, self.clock,
-                                                        self.open_files))
-            except OSError as exc:
-                raise StorageError(f"creating replica {topic}-{partition} failed: {exc.strerror or exc}: "
-                                   f"{exc.filename}") from exc
-            finally:
-                self._settle_replica(topic, log)
-        _logger.info("logs.replica_created", topic=topic, partition=partition)
-        return log
-
-    def _reserve_replica(self, topic: str) -> None:
-        """Check a new replica against the closed state, 0.7-style topics and the limit; count it (under ``_lock``)."""
-        if self._closed:
-            raise StorageError("the log manager is closed")
-        if topic in self._topics or topic in self._creating:
-            raise InvalidRequest(f"topic {topic!r} is a local, Kafka 0.7-style topic on this broker: it cannot "
-                                 f"also hold replicas of a replicated topic")
-        if self.partition_count + 1 > self.max_partitions:
-            raise PartitionLimitReached(f"a replica of {topic!r} would exceed max.broker.partitions "
-                                        f"({self.max_partitions}); the broker holds {self.partition_count}")
-        self._reserved += 1
-        self._count_replicas(topic, 1)
-
-    def _settle_replica(self, topic: str, log: Log | None) -> None:
-        """End a reservation: publish the new replica ``log``, or uncount a failed one (None).
-
-        Raises:
-            StorageError: the manager was closed meanwhile (the new log is closed, not published).
-        """
-        with self._lock:
-            self._reserved -= 1
-            closed = self._closed
-            if log is not None and not closed:
-                self._publish_replicas([log])
-                return
-            self._count_replicas(topic, -1)
-        if log is not None:
-            log.close()
-            raise StorageError("the log manager is closed")
+        """The log of this broker's replica of ``topic``-``partition``, made if needed (:meth:`ReplicaLogs.create`)."""
+        return self._replica_logs.create(topic, partition)
 
     def delete_replica(self, topic: str, partition: int) -> bool:
-        """Stop holding a replica moved away: unpublish it, release its files, rename its directory aside.
-
-        The directory becomes ``<topic>-<partition>.<unix_ms>.deleted`` (durably; skipped at
-        start-up, left for an operator). On the calling thread, never the event loop;
-        appends to the log fail with StorageError from then on.
-
-        Returns:
-            True when a replica was deleted, False when none of ``topic``-``partition`` is held here.
-
-        Raises:
-            InvalidTopic: an illegal name. InvalidRequest: ``topic`` is a 0.7-style topic here.
-            StorageError: the directory could not be renamed (the replica is unpublished anyway).
-        """
-        validate_topic(topic)
-        key = (topic, partition)
-        with self._replica_lock:
-            with self._lock:
-                log = self._replicas.get(key)
-                if log is None:
-                    if topic in self._topics:
-                        raise InvalidRequest(f"topic {topic!r} is a local, Kafka 0.7-style topic: it has no replicas")
-                    return False
-                self._logs = {k: v for k, v in self._logs.items() if k != key}
-                self._replicas = {k: v for k, v in self._replicas.items() if k != key}
-                self._count_replicas(topic, -1)
-            with self._dirty_lock:
-                self._dirty.discard(log)
-            log.abandon()
-            try:
-                aside = loading.set_replica_aside(self.data_dir, log.directory)
-            except OSError as exc:
-                raise StorageError(f"deleting replica {topic}-{partition}: cannot rename {log.directory}: "
-                                   f"{exc.strerror or exc}") from exc
-        _logger.info("logs.replica_deleted", topic=topic, partition=partition, directory=aside)
-        return True
+        """Stop holding a replica; False when none is held here (:meth:`ReplicaLogs.delete`)."""
+        return self._replica_logs.delete(topic, partition)
 
     def logs(self) -> list[Log]:
         """Every open log (a snapshot)."""
-        return list(self._logs.values())
+        return list(self._table.logs.values())
 
     # -- background work -------------------------------------------------------------------
 
     def flush_due(self, now: float) -> int:
-        """Flush the logs that need it (``Log.needs_flush``); return how many were flushed.
-
-        Only logs with unflushed data are looked at: a log puts itself in the dirty set
-        on its first append after a flush, and stays there while it has unflushed data.
-        From ``BATCH_SYNC_MIN`` logs due at once, one syncfs flushes them all.
-        """
-        with self._dirty_lock:
-            dirty, self._dirty = self._dirty, set()
-        still: list[Log] = []
-        due = []
-        for log in dirty:
-            log.in_dirty_set = False  # before looking at its data: an append from now on re-adds it
-            if log.needs_flush(now):
-                due.append(log)
-        if len(due) >= BATCH_SYNC_MIN:
-            failed = set(batch_sync.flush_together(due, self.data_dir))
-        else:
-            failed = set()
-            for log in due:
-                try:
-                    log.flush()
-                except StorageError as exc:
-                    failed.add(log)
-                    _logger.error("log.flush_failed", topic=log.topic, partition=log.partition, error=str(exc))
-        flushed = len(due) - len(failed)
-        for log in dirty:
-            if log.has_unflushed and log.failed is None and not log.in_dirty_set:
-                log.in_dirty_set = True
-                still.append(log)
-        if still:
-            with self._dirty_lock:
-                self._dirty.update(still)
+        """Flush the logs of the dirty set that need it (dirty_logs.py); return how many were flushed."""
+        flushed = self._dirty.flush_due(now)
         self._flushes_since_checkpoint += flushed
         return flushed
 
@@ -591,10 +353,10 @@ class LogManager:
         Returns:
             The failed partitions, as ``<topic>-<partition>`` (empty when all is well).
         """
-        with self._lock:
-            if self._closed:
+        with self._table.lock:
+            if self._table.closed:
                 return []
-            self._closed = True
+            self._table.closed = True
         self._flusher.stop()
         if self.scrubber is not None:
             self.scrubber.stop()
@@ -629,15 +391,3 @@ def _close_quietly(log: Log) -> None:
     except StorageError as exc:  # the log is failed now; close() reports it with the others
         _logger.error("log.close_failed", topic=log.topic, partition=log.partition, error=str(exc))
 
-
-def _done(count: int) -> Future[int]:
-    future: Future[int] = Future()
-    future.set_result(count)
-    return future
-
-
-def _wait(future: Future[int], timeout: float | None) -> int:
-    try:
-        return future.result(timeout)
-    except OSError as exc:
-        raise StorageError(f"creating the topic failed: {exc.strerror or exc}: {exc.filename}") from exc
