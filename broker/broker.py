@@ -11,9 +11,15 @@ coordinator and admin services over gRPC (rill.broker.cluster.coordinator_host) 
 
 from __future__ import annotations
 
+import threading
+
 import structlog
 
 from rill.broker.cluster.cluster_view import ClusterView
+from rill.broker.cluster.controlled_shutdown import request_controlled_shutdown
+from rill.broker.cluster.controller import Controller
+from rill.broker.cluster.replica_control_servicer import ReplicaControlClient, ReplicaControlServicer
+from rill.broker.cluster.replica_control_servicer import registration as replica_control_registration
 from rill.broker.cluster.coordinator_host import CoordinatorHost, advertised_host
 from rill.broker.cluster.registration import ZkRegistration
 from rill.broker.config import BrokerConfig
@@ -21,6 +27,9 @@ from rill.broker.dataplane.handlers import RequestHandlers
 from rill.broker.dataplane.server import BrokerServer
 from rill.broker.log.manager import LogManager
 from rill.broker.log.open_files import OpenFiles
+from rill.broker.replication.isr_writer import IsrWriter
+from rill.broker.replication.replica_fetcher import FetcherSettings, ReplicaFetchers
+from rill.broker.replication.replica_manager import ReplicaManager
 from rill.client.errors import StorageError
 from rill.client.protocol import requests as rq
 from rill.client.zookeeper.registry import RegistryView
@@ -51,16 +60,26 @@ class Broker:
             self.logs.close()
             raise
         self.cluster = ClusterView(self.logs, self.identity)  # the registry joins it once ZooKeeper is up
+        self.fetchers = ReplicaFetchers(FetcherSettings(
+            broker_id=config["broker.id"], max_wait_ms=config["replica.fetch.wait.max.ms"],
+            min_bytes=config["replica.fetch.min.bytes"], max_bytes=config["replica.fetch.max.bytes"],
+            backoff_ms=config["replica.fetch.backoff.ms"], socket_timeout_ms=config["replica.socket.timeout.ms"]))
+        self.replicas = ReplicaManager(config["broker.id"], self.logs, self.server, self.fetchers, None,
+                                       lag_max_ms=config["replica.lag.time.max.ms"],
+                                       min_insync=config["min.insync.replicas"])
+        self.replica_control = ReplicaControlServicer(self.replicas)
+        self.controller: Controller | None = None
         try:
             self.coordination = CoordinatorHost(config, self.logs, self.server.port, self.cluster)
-            self.grpc_port = self.coordination.start()
+            self.grpc_port = self.coordination.start(extra=[replica_control_registration(self.replica_control)])
         except BaseException:
             self.server.close()
             self.logs.close()
             raise
         self.handlers = RequestHandlers(
             self.server, self.logs, self.logs.flusher, self.cluster,
-            auto_create=config["auto.create.topics.enable"], max_wait_ms=config["fetch.max.wait.ms"])
+            auto_create=config["auto.create.topics.enable"], max_wait_ms=config["fetch.max.wait.ms"],
+            replicas=self.replicas, min_insync=config["min.insync.replicas"])
         self.server.handle = self.handlers
         self.zookeeper: ZkRegistration | None = None
         self.registry: RegistryView | None = None  # the cluster as ZooKeeper lists it (with zookeeper.connect)
@@ -74,6 +93,7 @@ class Broker:
                 raise
         self.logs.on_topic_created.append(self._on_topic_created)
         self._closed = False
+        self._stopping = False
 
     def _start_zookeeper(self, config: BrokerConfig) -> None:
         """Register in ZooKeeper and start watching the registry; leaves nothing running on failure."""
@@ -90,6 +110,12 @@ class Broker:
             registration.close()
             raise
         self.zookeeper, self.registry = registration, registry
+        self.replicas.isr_writer = IsrWriter(registration.zk)
+        self.controller = Controller(registration.zk, config["broker.id"], registry, ReplicaControlClient(),
+                                     unclean_default=config["unclean.leader.election.enable"],
+                                     request_timeout_s=config["controller.socket.timeout.ms"] / 1000)
+        self.replica_control.controller = self.controller
+        self.controller.start()
         self.coordination.join_cluster(registration.zk, registry)
         self.cluster.registry = registry
 
@@ -115,7 +141,28 @@ class Broker:
         self.server.serve_forever()
 
     def stop(self) -> None:
+        """Stop serving (any thread, or a signal handler). A broker holding replicas in a cluster first
+        moves its leaderships away (controlled shutdown), on a thread of its own, while it still serves."""
+        if self._stopping:
+            return
+        self._stopping = True
+        if self.config["controlled.shutdown.enable"] and self.zookeeper is not None and self.replicas.replicas:
+            threading.Thread(target=self._controlled_stop, name="rill-controlled-shutdown", daemon=True).start()
+            return
         self.server.stop()
+
+    def _controlled_stop(self) -> None:
+        assert self.zookeeper is not None and self.registry is not None
+        client = ReplicaControlClient()
+        try:
+            request_controlled_shutdown(
+                self.zookeeper.zk, self.registry, client, self.config["broker.id"],
+                retries=self.config["controlled.shutdown.max.retries"],
+                backoff_s=self.config["controlled.shutdown.retry.backoff.ms"] / 1000,
+                timeout_s=self.config["controller.socket.timeout.ms"] / 1000)
+        finally:
+            client.close()
+            self.server.stop()
 
     def close(self) -> list[str]:
         """Stop the flusher, flush everything and mark the shutdown clean. Idempotent.
@@ -129,6 +176,8 @@ class Broker:
         if self._closed:
             return []
         self._closed = True
+        if self.controller is not None:
+            self.controller.close()  # another broker takes over at once
         self.coordination.leave_cluster()  # groups' final state to ZooKeeper while the session is up
         if self.registry is not None:
             self.registry.close()
@@ -138,6 +187,10 @@ class Broker:
             self.coordination.close()
         except StorageError as exc:  # its log failed: its next start recovers it (no clean marker for it)
             log.error("coordinator.close_failed", error=str(exc))
+        self.fetchers.close()
+        self.replicas.close()
+        if self.replicas.isr_writer is not None:
+            self.replicas.isr_writer.close()
         failed = self.logs.close()
         log.info("broker.stopped", broker_id=self.config["broker.id"], failed_partitions=failed)
         return failed

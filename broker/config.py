@@ -109,6 +109,30 @@ KEYS: tuple[Key, ...] = (
     Key("zookeeper.session.timeout.ms", int, 6000,
         "ZooKeeper session timeout (Kafka 0.7's zk.sessiontimeout.ms): a dead broker's registration vanishes after it."),
     Key("zookeeper.connection.timeout.ms", int, 6000, "How long start-up waits to connect to ZooKeeper."),
+    Key("replica.lag.time.max.ms", int, 30_000,
+        "Replicated topics: a follower not caught up with its leader for this long leaves the in-sync replicas "
+        "(Kafka's default since 2.5)."),
+    Key("min.insync.replicas", int, 1,
+        "Replicated topics: an acks=all produce is refused with NotEnoughReplicas (nothing written) while fewer "
+        "replicas than this are in sync."),
+    Key("replica.fetch.wait.max.ms", int, 500, "Longest a follower's fetch waits at its leader for new data."),
+    Key("replica.fetch.min.bytes", int, 1, "Bytes a follower's fetch waits for at its leader."),
+    Key("replica.fetch.max.bytes", int, 1024 * 1024,
+        "Bytes a follower asks for per partition and fetch (at least one whole message is always sent)."),
+    Key("replica.fetch.backoff.ms", int, 1000, "How long a follower waits before fetching a partition again after an error."),
+    Key("default.replication.factor", int, 1,
+        "Replicas of a topic created without a replication factor (1: a Kafka 0.7-style topic on one broker)."),
+    Key("unclean.leader.election.enable", bool, False,
+        "Replicated topics: let the controller elect a replica that is not in sync when no in-sync replica is "
+        "alive (availability over committed data); per topic in the topic's config."),
+    Key("controller.socket.timeout.ms", int, 5000, "How long the controller waits for a broker to answer a LeaderAndIsr."),
+    Key("controlled.shutdown.enable", bool, True,
+        "On SIGTERM, a broker holding replicas asks the controller to move its leaderships away before it stops."),
+    Key("controlled.shutdown.max.retries", int, 3, "Attempts of a controlled shutdown before stopping anyway."),
+    Key("controlled.shutdown.retry.backoff.ms", int, 5000, "Pause between two attempts of a controlled shutdown."),
+    Key("replica.socket.timeout.ms", int, 30_000,
+        "A follower's connection to its leader times out after this long without an answer (must exceed "
+        "replica.fetch.wait.max.ms)."),
 )
 KEYS_BY_NAME = {k.name: k for k in KEYS}
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import socket
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 import grpc
@@ -161,17 +162,24 @@ class CoordinatorHost:
         self.health: Any = None
         self.kind = "sync"
 
-    def start(self) -> int:
-        """Start the gRPC server (``grpc.server``: sync or aio); returns its port."""
+    def start(self, extra: Sequence[grpc_server.Registration] = ()) -> int:
+        """Start the gRPC server (``grpc.server``: sync or aio); returns its port.
+
+        ``extra`` are more (sync) services for the sync server: the replication plane's
+        ReplicaControl. The aio server serves only the coordinator and Admin services.
+        """
         address = f"{self.config['host.name']}:{self.config['grpc.port']}"
         self.kind = self.config["grpc.server"]
         if self.kind == "aio":
+            if extra:
+                log.warning("grpc.aio_without_replica_control", services=[r.service_name for r in extra],
+                            detail="grpc.server=aio serves no ReplicaControl: this broker cannot hold replicas")
             self.server, port = aio_server.create_server(address, self.servicer, self.admin,
                                                          max_workers=self.config["grpc.max.workers"])
             self.broker.grpc_port = port
             return port
         self.server, port, self.health = grpc_server.create_server(
-            address, grpc_server.service_registrations(self.servicer, self.admin),
+            address, [*grpc_server.service_registrations(self.servicer, self.admin), *extra],
             max_workers=self.config["grpc.max.workers"])
         self.broker.grpc_port = port
         return port

@@ -1,11 +1,12 @@
-"""Requests answered later: long-poll fetches and acknowledgements that wait for fsync.
+"""Requests answered later: long-poll fetches, and acknowledgements that wait for fsync or a commit.
 
 A long-poll fetch (FETCH_WAIT) that finds fewer than ``min_bytes`` is parked under
 each partition it reads. Every append to one of those partitions re-checks it, and a
 timer answers it at ``max_wait_ms`` with whatever is there (seed 002, "long poll").
 A PRODUCE_ACK with acks=fsync is answered when the flusher has synced every partition
 it wrote (one fsync serves every waiter on a partition), or with RequestTimedOut for
-the partitions not yet synced at its timeout.
+the partitions not yet synced at its timeout. A PRODUCE_ACK with acks=all is answered
+when every replicated partition it wrote is committed (:class:`CommitAcks`).
 
 Everything here runs on the event-loop thread; fsync completions arrive from the
 flusher thread through ``server.call_soon_threadsafe``.
@@ -13,15 +14,17 @@ flusher thread through ``server.call_soon_threadsafe``.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import structlog
 
 from rill.broker.dataplane.server_connection import Connection, Slot
 from rill.broker.dataplane.storage import FlushScheduler, Loop, PartitionLog
 from rill.broker.log.results import FileSlice
-from rill.client.errors import ErrorCode
+from rill.broker.replication.replica import Replica
+from rill.client.errors import BrokerError, ErrorCode
 from rill.client.net.timer_heap import Timer
 from rill.client.protocol import requests as rq
 from rill.client.protocol.fetch_response import multifetch_response_parts
@@ -105,6 +108,85 @@ class DelayedFetches:
             results = [self.read(f) for f in parked.fetches]
         parked.slot.fill(multifetch_response_parts(results))
         self.server.mark_dirty(parked.conn)
+
+
+class CommitWaits(Protocol):
+    """Waiting for a replicated partition's high watermark (rill.broker.replication.replica_manager)."""
+
+    def wait_committed(self, replica: Replica, offset: int, callback: Callable[[], None],
+                       on_error: Callable[[BaseException], None]) -> None: ...
+
+    def in_sync_count(self, replica: Replica) -> int: ...
+
+
+class CommitAcks:
+    """Answers one acks=all PRODUCE_ACK once every replicated partition it wrote is committed.
+
+    ``waits`` maps an ack's index to the replica it was appended to (partitions that are
+    not replicated are committed once appended and are not listed). Committed means the
+    leader's high watermark reached the ack's next offset; if the in-sync replicas then
+    number fewer than ``min_insync`` the answer is NotEnoughReplicasAfterAppend (the data
+    is there and may be read: a retry may duplicate it). Leadership lost first gives
+    NotLeaderForPartition; no commit within ``timeout_ms`` gives RequestTimedOut with the
+    offsets (the messages may still be committed later).
+    """
+
+    def __init__(self, server: Loop, replicas: CommitWaits, conn: Connection, slot: Slot,
+                 acks: list[rq.PartitionAck], waits: dict[int, Replica], timeout_ms: int, min_insync: int) -> None:
+        self.server, self.replicas, self.conn, self.slot = server, replicas, conn, slot
+        self.acks = acks
+        self._waiting = dict(waits)
+        self.timeout_ms = max(0, timeout_ms)
+        self.min_insync = min_insync
+        self._timer: Timer | None = None
+
+    def start(self) -> None:
+        if not self._waiting:
+            self._answer()
+            return
+        self._timer = self.server.call_later(self.timeout_ms / 1000.0, self._time_out)
+        for i, replica in list(self._waiting.items()):
+            self.replicas.wait_committed(replica, self.acks[i].next_offset, functools.partial(self._committed, i),
+                                         functools.partial(self._failed, i))
+
+    def _committed(self, i: int) -> None:
+        replica = self._waiting.pop(i, None)
+        if replica is None:
+            return
+        if self.replicas.in_sync_count(replica) < self.min_insync:
+            ack = self.acks[i]
+            self.acks[i] = rq.PartitionAck(int(ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND), ack.partition,
+                                           ack.first_offset, ack.next_offset)
+        if not self._waiting:
+            self._answer()
+
+    def _failed(self, i: int, exc: BaseException) -> None:
+        if self._waiting.pop(i, None) is None:
+            return
+        ack = self.acks[i]
+        code = exc.code if isinstance(exc, BrokerError) else ErrorCode.UNKNOWN
+        self.acks[i] = rq.PartitionAck(int(code), ack.partition, -1, -1)
+        if not self._waiting:
+            self._answer()
+
+    def _time_out(self) -> None:
+        self._timer = None
+        for i in self._waiting:
+            ack = self.acks[i]
+            self.acks[i] = rq.PartitionAck(int(ErrorCode.REQUEST_TIMED_OUT), ack.partition,
+                                           ack.first_offset, ack.next_offset)
+        log.warning("produce.commit_timeout", partitions=len(self._waiting), timeout_ms=self.timeout_ms)
+        self._waiting.clear()
+        self._answer()
+
+    def _answer(self) -> None:
+        if self.slot.parts is not None:
+            return  # answered already (a late callback after the timeout)
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self.slot.fill([rq.encode_produce_ack_response(self.acks)])
+        self.server.mark_dirty(self.conn)
 
 
 class FsyncAcks:

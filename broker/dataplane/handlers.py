@@ -17,12 +17,16 @@ from typing import Any
 import structlog
 
 from rill.broker.cluster.cluster_view import ClusterView
-from rill.broker.dataplane.delayed import DelayedFetches, FsyncAcks, ReadResult
+from rill.broker.dataplane.delayed import CommitAcks, DelayedFetches, FsyncAcks, ReadResult
 from rill.broker.dataplane.server import BrokerServer
 from rill.broker.dataplane.server_connection import Connection, Slot
 from rill.broker.dataplane.storage import FlushScheduler, PartitionLog, PartitionStore
 from rill.broker.dataplane.topic_creation import DataPlaneTopics
-from rill.client.errors import BrokerError, ErrorCode, InvalidFetchSize, InvalidRequest, UnknownTopic
+from rill.broker.replication.leader_reads import LeaderReads
+from rill.broker.replication.replica import Replica
+from rill.broker.replication.replica_manager import ReplicaManager
+from rill.client.errors import (BrokerError, ErrorCode, InvalidFetchSize, InvalidRequest, NotEnoughReplicas,
+                                NotLeaderForPartition, OffsetNotAvailable, UnknownTopic)
 from rill.client.protocol import requests as rq
 from rill.client.protocol.fetch_response import fetch_response_parts, multifetch_response_parts
 from rill.client.protocol.replica_fetch import (NO_EPOCH, ReplicaFetchBlock, ReplicaFetchRequest,
@@ -38,15 +42,22 @@ class RequestHandlers:
     """Serves every request type against the broker's partitions (a :class:`PartitionStore`)."""
 
     def __init__(self, server: BrokerServer, logs: PartitionStore, flusher: FlushScheduler, cluster: ClusterView, *,
-                 auto_create: bool = True, max_wait_ms: int = 30_000) -> None:
+                 auto_create: bool = True, max_wait_ms: int = 30_000, replicas: ReplicaManager | None = None,
+                 min_insync: int = 1) -> None:
         self.server = server
         self.logs = logs
         self.flusher = flusher
         self.auto_create = auto_create
         self.max_wait_ms = max_wait_ms
         self.cluster = cluster
+        self.replicas = replicas
+        self.min_insync = min_insync
         self.delayed = DelayedFetches(server, self.read)
-        self.topics = DataPlaneTopics(server, logs, auto_create)
+        self.topics = DataPlaneTopics(server, logs, auto_create,
+                                      replicated=replicas.holds_topic if replicas is not None else None)
+        self.leader_reads = LeaderReads(replicas, server, max_wait_ms=max_wait_ms) if replicas is not None else None
+        if replicas is not None:
+            replicas.on_high_watermark.append(self.delayed.on_append)  # committed data for parked consumers
         self._round_robin: dict[str, itertools.count[int]] = {}
         self._table: dict[int, Callable[[Connection, Any], Slot | None]] = {
             rq.RequestType.PRODUCE: self.produce,
@@ -68,10 +79,13 @@ class RequestHandlers:
 
     # ---------------------------------------------------------------- produce
 
-    def append(self, req: rq.ProduceRequest, refused: Mapping[str, BrokerError]) -> Outcome:
+    def append(self, req: rq.ProduceRequest, refused: Mapping[str, BrokerError], acks: int = rq.Acks.APPEND) -> Outcome:
         """Append one partition's message set: (ack, the partition's log or None on error).
 
         ``refused`` are topics whose auto-creation failed (from :meth:`DataPlaneTopics.ensure`).
+        A replicated partition is written only on its leader, and with ``acks=all`` only
+        while its in-sync replicas number at least ``min.insync.replicas`` (nothing is
+        written otherwise, so a retry cannot duplicate).
         """
         partition = req.partition
         try:
@@ -80,15 +94,38 @@ class RequestHandlers:
                 raise refused[req.topic]
             if partition == rq.ANY_PARTITION:
                 partition = self._pick_partition(req.topic)
+            replica = self.replicas.leader(req.topic, partition) if self.replicas is not None else None
+            if replica is not None and acks == rq.Acks.ALL:
+                self._require_in_sync(replica)
             partition_log = self.logs.get(req.topic, partition)
             info = partition_log.append(req.messages)
         except BrokerError as exc:
             log.info("produce.refused", topic=req.topic, partition=partition, error=exc.code.name, reason=str(exc))
             return rq.PartitionAck(int(exc.code), partition, -1, -1), None
+        if replica is not None:
+            self._leader_appended(replica)
         self.delayed.on_append(req.topic, partition)
         return rq.PartitionAck(0, partition, info.first_offset, info.next_offset), partition_log
 
+    def _require_in_sync(self, replica: Replica) -> None:
+        assert self.replicas is not None
+        count = self.replicas.in_sync_count(replica)
+        if count < self.min_insync:
+            raise NotEnoughReplicas(f"{replica.topic}-{replica.partition} has {count} in-sync replicas, "
+                                    f"min.insync.replicas is {self.min_insync}")
+
+    def _leader_appended(self, replica: Replica) -> None:
+        assert self.replicas is not None and self.leader_reads is not None
+        self.replicas.appended(replica)
+        self.leader_reads.wake(replica.topic, replica.partition)
+
     def _pick_partition(self, topic: str) -> int:
+        if self.replicas is not None and self.replicas.holds_topic(topic):
+            led = sorted(p for (t, p), r in self.replicas.replicas.items() if t == topic and r.leader_state is not None)
+            if not led:
+                raise NotLeaderForPartition(f"broker {self.replicas.broker_id} leads no partition of {topic!r}")
+            counter = self._round_robin.setdefault(topic, itertools.count())
+            return led[next(counter) % len(led)]
         count = self.logs.topics().get(topic)
         if not count:
             raise UnknownTopic(f"unknown topic {topic!r}" + ("" if self.auto_create else
@@ -96,10 +133,11 @@ class RequestHandlers:
         counter = self._round_robin.setdefault(topic, itertools.count())
         return next(counter) % int(count)
 
-    def _append_all(self, conn: Connection, produces: list[rq.ProduceRequest]) -> list[Outcome]:
+    def _append_all(self, conn: Connection, produces: list[rq.ProduceRequest],
+                    acks: int = rq.Acks.APPEND) -> list[Outcome]:
         """Create missing topics first (may raise Deferred, before anything is appended), then append each."""
         refused = self.topics.ensure(conn, (p.topic for p in produces))
-        return [self.append(p, refused) for p in produces]
+        return [self.append(p, refused, acks) for p in produces]
 
     def produce(self, conn: Connection, req: rq.ProduceRequest) -> None:
         self._append_all(conn, [req])
@@ -110,13 +148,21 @@ class RequestHandlers:
         return None
 
     def produce_ack(self, conn: Connection, req: rq.ProduceAckRequest) -> Slot:
-        if req.acks not in (rq.Acks.APPEND, rq.Acks.FSYNC):
+        if req.acks not in (rq.Acks.APPEND, rq.Acks.FSYNC, rq.Acks.ALL):
             acks = [rq.PartitionAck(int(ErrorCode.INVALID_REQUEST), p.partition, -1, -1) for p in req.produces]
             return Slot([rq.encode_produce_ack_response(acks)])
-        results = self._append_all(conn, req.produces)
+        results = self._append_all(conn, req.produces, req.acks)
         acks = [ack for ack, _ in results]
-        if req.acks == rq.Acks.APPEND:
-            return Slot([rq.encode_produce_ack_response(acks)])
+        if req.acks == rq.Acks.ALL and self.replicas is not None:
+            waits = {i: r for i, (ack, plog) in enumerate(results)
+                     if plog is not None and (r := self.replicas.replicas.get((req.produces[i].topic, ack.partition)))
+                     is not None}
+            if waits:
+                slot = Slot()
+                CommitAcks(self.server, self.replicas, conn, slot, acks, waits, req.timeout_ms, self.min_insync).start()
+                return slot
+        if req.acks != rq.Acks.FSYNC:
+            return Slot([rq.encode_produce_ack_response(acks)])  # append, or all on partitions with one replica
         slot = Slot()
         FsyncAcks(self.server, self.flusher, conn, slot, results, req.timeout_ms).start()
         return slot
@@ -130,7 +176,11 @@ class RequestHandlers:
             if fetch.max_size < 0:
                 raise InvalidFetchSize(f"max size {fetch.max_size} is negative")
             partition_log = self.logs.get(fetch.topic, fetch.partition)
-            return ReadResult(0, partition_log.read(fetch.offset, fetch.max_size))
+            high_watermark = self._committed_end(fetch.topic, fetch.partition)
+            max_size = fetch.max_size
+            if high_watermark is not None:  # consumers read committed data only
+                max_size = min(max_size, max(high_watermark - fetch.offset, 0))
+            return ReadResult(0, partition_log.read(fetch.offset, max_size))
         except UnknownTopic:
             return ReadResult(0, None)  # Kafka 0.7 answers an unknown topic with an empty set
         except BrokerError as exc:
@@ -156,6 +206,17 @@ class RequestHandlers:
 
     # ---------------------------------------------------------------- offsets and topics
 
+    def _committed_end(self, topic: str, partition: int) -> int | None:
+        """A replicated partition's high watermark (None when it is not replicated).
+
+        Raises:
+            NotLeaderForPartition: this broker holds it but does not lead it.
+        """
+        if self.replicas is None:
+            return None
+        replica = self.replicas.leader(topic, partition)
+        return replica.high_watermark if replica is not None else None
+
     def _log_with_count(self, topic: str, partition: int, count: int, what: str) -> PartitionLog:
         """The log of a partition for a request asking for ``count`` items (never negative)."""
         validate_topic(topic)
@@ -167,6 +228,9 @@ class RequestHandlers:
         try:
             partition_log = self._log_with_count(req.topic, req.partition, req.max_number, "max number")
             offsets = partition_log.offsets_before(req.time, req.max_number)
+            high_watermark = self._committed_end(req.topic, req.partition)
+            if high_watermark is not None:
+                offsets = self._committed_offsets(req, offsets, high_watermark)
         except UnknownTopic:
             # Kafka 0.7 (Log.getEmptyOffsets): [0] for latest/earliest, nothing otherwise
             offsets = [0] if req.time in (rq.LATEST_TIME, rq.EARLIEST_TIME) and req.max_number else []
@@ -174,10 +238,31 @@ class RequestHandlers:
             return Slot([rq.encode_offsets_response(int(exc.code), [])])
         return Slot([rq.encode_offsets_response(0, offsets)])
 
+    def _committed_offsets(self, req: rq.OffsetsRequest, offsets: list[int], high_watermark: int) -> list[int]:
+        """OFFSETS on a replicated partition: "latest" is the high watermark, and no answer is past it.
+
+        Raises:
+            OffsetNotAvailable: a new leader's HW has not reached the start of its epoch
+                (Kafka's KIP-207: "latest" must never go backwards across a leader change).
+        """
+        assert self.replicas is not None
+        replica = self.replicas.leader(req.topic, req.partition)
+        state = replica.leader_state if replica is not None else None
+        if state is not None and high_watermark < state.epoch_start_offset:
+            raise OffsetNotAvailable(f"{req.topic}-{req.partition}: the new leader's high watermark {high_watermark} "
+                                     f"has not reached its epoch's start {state.epoch_start_offset}")
+        kept = [o for o in offsets if o <= high_watermark]
+        if req.time == rq.LATEST_TIME and req.max_number and (not kept or kept[0] != high_watermark):
+            kept = [high_watermark, *kept][:req.max_number]
+        return kept
+
     def time_index(self, conn: Connection, req: rq.TimeIndexRequest) -> Slot:
         try:
             partition_log = self._log_with_count(req.topic, req.partition, req.max_entries, "max entries")
+            high_watermark = self._committed_end(req.topic, req.partition)
             entries = partition_log.time_entries(req.offset, min(req.max_entries, rq.TIME_INDEX_MAX_ENTRIES))
+            if high_watermark is not None:
+                entries = [e for e in entries if e[0] <= high_watermark]
         except BrokerError as exc:
             return Slot([rq.encode_time_index_response(int(exc.code), [])])
         return Slot([rq.encode_time_index_response(0, entries)])
@@ -191,8 +276,10 @@ class RequestHandlers:
         return self.topics.create_topic(conn, req)
 
     def replica_fetch(self, conn: Connection, req: ReplicaFetchRequest) -> Slot:
-        """A follower's fetch. This broker leads no replicated partition yet (replication is being
-        built, issue 13), so every partition is answered NotLeaderForPartition with no data."""
+        """A follower's fetch (rill.broker.replication.leader_reads); a broker with no replica
+        manager leads nothing and answers every partition NotLeaderForPartition."""
+        if self.leader_reads is not None:
+            return self.leader_reads.handle(conn, req)
         refused = ReplicaFetchBlock(int(ErrorCode.NOT_LEADER_FOR_PARTITION), -1, -1, NO_EPOCH, NO_EPOCH, NO_EPOCH,
                                     memoryview(b""))
         return Slot(replica_fetch_response_parts([(refused, None) for _ in req.partitions]))

@@ -19,7 +19,7 @@ Everything here runs on the event-loop thread; completions come back through
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from rill.broker.dataplane.server_connection import Connection, Deferred, Slot
 from rill.broker.dataplane.storage import Loop, PartitionStore
@@ -43,10 +43,13 @@ def as_broker_error(topic: str, exc: BaseException) -> BrokerError:
 class DataPlaneTopics:
     """CREATE_TOPIC and auto-creation for the request handlers."""
 
-    def __init__(self, server: Loop, logs: PartitionStore, auto_create: bool) -> None:
+    def __init__(self, server: Loop, logs: PartitionStore, auto_create: bool, *,
+                 replicated: Callable[[str], bool] | None = None) -> None:
         self.server = server
         self.logs = logs
         self.auto_create = auto_create
+        self.replicated = replicated
+        """Names of replicated topics (never auto-created as 0.7 topics); None: there are none."""
 
     def create_topic(self, conn: Connection, req: rq.CreateTopicRequest) -> Slot:
         """Answer CREATE_TOPIC: at once for an error or an existing topic, else once it is published."""
@@ -83,7 +86,8 @@ class DataPlaneTopics:
         if not self.auto_create:
             return _NONE
         known = self.logs.topics()
-        missing = [topic for topic in topics if topic not in known]
+        missing = [topic for topic in topics if topic not in known
+                   and (self.replicated is None or not self.replicated(topic))]  # never create a replicated name
         if not missing:
             return _NONE  # the usual case: every topic exists
         errors: dict[str, BrokerError] = {}
