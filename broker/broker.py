@@ -67,6 +67,7 @@ class Broker:
         self.replicas = ReplicaManager(config["broker.id"], self.logs, self.server, self.fetchers, None,
                                        lag_max_ms=config["replica.lag.time.max.ms"],
                                        min_insync=config["min.insync.replicas"])
+        self.cluster.replicated = self.replicas
         self.replica_control = ReplicaControlServicer(self.replicas)
         self.controller: Controller | None = None
         try:

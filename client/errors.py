@@ -72,6 +72,8 @@ class BrokerError(RillError):
 
     code: ErrorCode = ErrorCode.UNKNOWN
     retriable: bool = False
+    invalid_metadata: bool = False
+    """The client's view of where the partition lives is stale: refresh metadata before retrying."""
     meaning: str = ""
     """What the code means, for messages (empty: the class name says it)."""
 
@@ -102,6 +104,7 @@ class InvalidMessage(BrokerError):
 
 class WrongPartition(BrokerError):
     code = ErrorCode.WRONG_PARTITION
+    invalid_metadata = True
 
 
 class InvalidFetchSize(BrokerError):
@@ -122,6 +125,7 @@ class InvalidOffset(BrokerError):
 
 class UnknownTopic(BrokerError):
     code = ErrorCode.UNKNOWN_TOPIC
+    invalid_metadata = True
     retriable = True
 
 
@@ -151,6 +155,7 @@ class NotLeaderForPartition(BrokerError):
     nothing was written or read; refresh metadata and go to the leader."""
 
     code = ErrorCode.NOT_LEADER_FOR_PARTITION
+    invalid_metadata = True
     retriable = True
     meaning = "this broker is not the leader of the partition (refresh metadata)"
 
@@ -177,6 +182,7 @@ class FencedLeaderEpoch(BrokerError):
     """Code 17. The request carried an older leader epoch than the broker's (the requester is stale)."""
 
     code = ErrorCode.FENCED_LEADER_EPOCH
+    invalid_metadata = True
     retriable = True
 
 
@@ -184,6 +190,7 @@ class UnknownLeaderEpoch(BrokerError):
     """Code 18. The request carried a newer leader epoch than the broker's (the broker is stale)."""
 
     code = ErrorCode.UNKNOWN_LEADER_EPOCH
+    invalid_metadata = True
     retriable = True
 
 

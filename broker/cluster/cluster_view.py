@@ -15,10 +15,19 @@ the event loop and the coordinator's catalog never wait for ZooKeeper.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import Protocol
 
 from rill.broker.log.manager import LogManager
 from rill.client.protocol import requests as rq
 from rill.client.zookeeper.registry import ClusterSnapshot, RegistryView
+
+
+class ReplicatedPlacement(Protocol):
+    """The leaders of replicated topics (rill.broker.replication.replica_manager.ReplicaManager)."""
+
+    def placement(self, topic: str) -> tuple[int, ...] | None: ...
+
+    def replicated_topics(self) -> list[str]: ...
 
 
 class Placement:
@@ -42,6 +51,8 @@ class ClusterView:
         self.logs = logs
         self.identity = identity
         self.registry = registry
+        self.replicated: ReplicatedPlacement | None = None
+        """Where replicated topics' partitions are led (the replica manager, told by the controller)."""
 
     @property
     def clustered(self) -> bool:
@@ -63,10 +74,21 @@ class ClusterView:
         if self.registry is not None:
             snapshot = self.registry.snapshot
             names.update(snapshot.partition_maps)
+        if self.replicated is not None:
+            names.update(self.replicated.replicated_topics())
         return sorted(names)
 
     def placement(self, topic: str) -> Placement | None:
-        """Where each partition of ``topic`` lives; None when no broker has it."""
+        """Where each partition of ``topic`` lives; None when no broker has it.
+
+        A replicated topic's partition ``p`` is partition ``p`` on every replica; its
+        leader is the one the controller named (NO_LEADER while it has none).
+        """
+        if self.replicated is not None:
+            leaders = self.replicated.placement(topic)
+            if leaders is not None:
+                alive = {b.broker_id for b in self.brokers()}
+                return Placement(tuple(b if b in alive else rq.NO_LEADER for b in leaders), tuple(range(len(leaders))))
         local = self.logs.topics().get(topic)
         if self.registry is None:
             if local is None:

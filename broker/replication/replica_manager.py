@@ -139,8 +139,7 @@ class ReplicaManager:
                codes: dict[Key, int]) -> dict[Key, int]:
         self.controller_epoch = max(self.controller_epoch, controller_epoch)
         self.brokers.update({b.broker_id: b for b in brokers})
-        for role in roles:
-            self.partition_leaders.setdefault(role.topic, {})[role.partition] = role.leader
+        self._learn_leaders(roles)
         for key, log_ in self.store.replicas().items():
             if key not in self.replicas:
                 self.replicas[key] = Replica(log_, self.broker_id)
@@ -246,6 +245,25 @@ class ReplicaManager:
         """The ISR's size while this broker leads ``replica`` (0 otherwise)."""
         state = replica.leader_state
         return state.in_sync_count() if state is not None else 0
+
+    def _learn_leaders(self, roles: Sequence[PartitionRole]) -> None:
+        """Keep every described partition's leader for METADATA (copy-on-write: other threads read it)."""
+        changed: dict[str, dict[int, int]] = {}
+        for role in roles:
+            changed.setdefault(role.topic, dict(self.partition_leaders.get(role.topic, {})))[role.partition] = role.leader
+        if changed:
+            self.partition_leaders = {**self.partition_leaders, **changed}
+
+    def placement(self, topic: str) -> tuple[int, ...] | None:
+        """The leader of each partition of a replicated topic (-1: none known or offline), or None. Any thread."""
+        leaders = self.partition_leaders.get(topic)
+        if not leaders:
+            return None
+        return tuple(leaders.get(p, -1) for p in range(max(leaders) + 1))
+
+    def replicated_topics(self) -> list[str]:
+        """Every replicated topic the controller described. Any thread."""
+        return list(self.partition_leaders)
 
     def holds_topic(self, topic: str) -> bool:
         """Whether a replicated topic of this name is known here (it is never auto-created the 0.7 way)."""

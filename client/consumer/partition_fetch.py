@@ -38,7 +38,8 @@ from rill.client.simple import DEFAULT_FETCH_SIZE_LIMIT
 log = structlog.get_logger(__name__)
 
 RETRIABLE = frozenset({ErrorCode.UNKNOWN, ErrorCode.UNKNOWN_TOPIC, ErrorCode.REQUEST_TIMED_OUT,
-                       ErrorCode.STORAGE_ERROR})
+                       ErrorCode.STORAGE_ERROR, ErrorCode.NOT_LEADER_FOR_PARTITION, ErrorCode.FENCED_LEADER_EPOCH,
+                       ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.OFFSET_NOT_AVAILABLE})
 
 
 class Fetched(NamedTuple):
@@ -123,7 +124,8 @@ def handle_error(sub: SubscriptionState, f: Fetched, state: PartitionFetch, code
     """Reset, retry (after ``retry_backoff`` seconds) or fail the partition for a broker error ``code``.
 
     Returns:
-        True when cluster metadata should be refreshed (the topic is unknown to the broker).
+        True when cluster metadata should be refreshed (the topic is unknown to the broker, or
+        the broker does not lead the partition).
     """
     exc = error_for_code(code, f"fetch of {f.tp.topic}-{f.tp.partition} at offset {f.offset}: "
                                f"{error_for_code(code)}")
@@ -142,7 +144,7 @@ def handle_error(sub: SubscriptionState, f: Fetched, state: PartitionFetch, code
         state.retry_at = clock() + retry_backoff
         log.warning("consumer.fetch_error", topic=f.tp.topic, partition=f.tp.partition, offset=f.offset,
                     error=type(exc).__name__, retry_in_s=retry_backoff)
-        return code == ErrorCode.UNKNOWN_TOPIC
+        return exc.invalid_metadata  # unknown topic, or the partition's leader moved: refresh metadata
     log.error("consumer.fetch_error", topic=f.tp.topic, partition=f.tp.partition, offset=f.offset,
               error=type(exc).__name__, detail=str(exc))
     sub.fail(f.tp, exc)

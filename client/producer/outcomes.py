@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from rill.client.errors import UnknownTopic, WrongPartition, error_for_code
+from rill.client.errors import error_for_code
 from rill.client.producer.accumulator import PartitionQueue, ProducerBatch, RecordAccumulator
 from rill.client.producer.errors import ProducerTimeout, is_retriable
 from rill.client.producer.in_flight import BrokerLink, InFlight, Kind
@@ -116,8 +116,9 @@ class BatchOutcomes:
         """Complete, retry or fail the batches of ``request`` from its PRODUCE_ACK response.
 
         Returns:
-            Whether the broker refused a partition as unknown (UnknownTopic,
-            WrongPartition): what the producer knows of the cluster is stale.
+            Whether the broker refused a partition in a way that says what the producer knows
+            of the cluster is stale (UnknownTopic, WrongPartition, NotLeaderForPartition, a
+            leader epoch fenced or unknown: errors with ``invalid_metadata``).
         """
         batches = request.batches
         try:
@@ -140,7 +141,7 @@ class BatchOutcomes:
                 failed.setdefault(ack.error, []).append(batch)
         for code, group in failed.items():
             refusal = error_for_code(code, f"produce to {group[0].topic}-{group[0].partition}: {error_for_code(code)}")
-            if isinstance(refusal, (UnknownTopic, WrongPartition)):
+            if refusal.invalid_metadata:  # unknown topic or partition, or not (or no longer) the leader
                 stale = True
             self.retry_or_fail(group, refusal, now)
         return stale

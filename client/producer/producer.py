@@ -70,7 +70,9 @@ SETTINGS = (
     Setting("zookeeper.session.timeout.ms", 6000, "ZooKeeper session timeout (with zookeeper.connect)",
             positive(int)),
     Setting("client.id", "rill-producer", "a name for this producer in logs and thread names", str),
-    Setting("acks", "append", "when a send counts as done: none, append, fsync", choice("none", "append", "fsync")),
+    Setting("acks", "append", "when a send counts as done: none, append (the leader has it), fsync (on the "
+            "leader's disk), all (every in-sync replica has it; replicated topics)",
+            choice("none", "append", "fsync", "all")),
     Setting("batch.size", 65536, "bytes of messages per partition batch", positive(int)),
     Setting("linger.ms", 1, "how long a partition's batch waits for more messages before it is sent",
             non_negative(float)),
@@ -94,11 +96,11 @@ SETTINGS = (
     Setting("value.serializer", None, "callable turning a value into bytes (default: as for keys)",
             optional_callable),
     Setting("audit.topic", "", "send audit events (acknowledged offsets per topic and send window) to this "
-            "topic; empty: off. Needs acks append or fsync", _audit_topic),
+            "topic; empty: off. Needs acks append, fsync or all", _audit_topic),
     Setting("audit.window.ms", 60000, "the length of an audit send window", positive(int)),
 )
 
-_ACKS = {"none": 0, "append": int(rq.Acks.APPEND), "fsync": int(rq.Acks.FSYNC)}
+_ACKS = {"none": 0, "append": int(rq.Acks.APPEND), "fsync": int(rq.Acks.FSYNC), "all": int(rq.Acks.ALL)}
 _CODECS = {"none": CODEC_NONE, "gzip": CODEC_GZIP}
 
 
@@ -194,7 +196,7 @@ class Producer:
             return None
         if c["acks"] == "none":
             raise ConfigError("setting 'audit.topic': audit events count acknowledged messages; "
-                              "acks=none acknowledges nothing (use append or fsync)")
+                              "acks=none acknowledges nothing (use append, fsync or all)")
         ledger = AuditLedger(c["audit.topic"], c["audit.window.ms"], monotonic=self._acc.clock)
         return AuditEmitter(ledger, self._send_audit_event, self.client_id, socket.gethostname())
 

@@ -21,6 +21,7 @@ from rill.broker.replication.replica import Role
 from rill.broker.testing import RunningBroker, running_broker
 from rill.client.errors import NotLeaderForPartition
 from rill.client.protocol import requests as rq
+from rill.client import Consumer, Producer
 from rill.client.simple import SimpleConsumer, SimpleProducer
 
 TOPIC = "replicated"
@@ -111,3 +112,46 @@ def test_leader_stopping_hands_over_and_nothing_acknowledged_is_lost(cluster: di
     with SimpleProducer(new_leader.host, new_leader.port, acks=rq.Acks.ALL) as producer:
         assert producer.send(TOPIC, [b"after"], 0).first_offset == acked[-1].next_offset
     assert handover_s < 15
+
+
+def test_metadata_from_any_broker_names_each_partitions_leader(cluster: dict[int, RunningBroker],
+                                                               zk: KazooClient) -> None:
+    """METADATA on every broker lists the replicated topic with its leaders, partition p being p on each replica."""
+    create_topic(zk, TOPIC, 3, 2, None, list(cluster))
+    wait_for(lambda: all(leader_of(cluster, p) for p in range(3)), "a leader for every partition")
+    expected = tuple(leader_of(cluster, p).broker_id for p in range(3))  # type: ignore[union-attr]
+    for b in cluster.values():
+        def described(b: RunningBroker = b) -> bool:
+            with SimpleConsumer(b.host, b.port) as consumer:
+                topic = consumer.metadata([TOPIC]).topics[0]
+            return topic.leaders == expected and [topic.broker_partition(p) for p in range(3)] == [0, 1, 2]
+        wait_for(described, f"broker {b.broker_id}'s metadata")
+
+
+def test_producer_and_consumer_follow_a_new_leader(cluster: dict[int, RunningBroker], zk: KazooClient) -> None:
+    """Producer (acks=all) and poll() consumer ride through the leader's stop: every acknowledged message is
+    consumed once, in order, from the new leader."""
+    create_topic(zk, TOPIC, 1, 3, None, list(cluster))
+    wait_for(lambda: leader_of(cluster, 0), "a leader")
+    leader = leader_of(cluster, 0)
+    assert leader is not None
+    bootstrap = ",".join(b.address for b in cluster.values())
+    acked: list[bytes] = []
+    with Producer(bootstrap_servers=bootstrap, acks="all", linger_ms=0, retries=20, retry_backoff_ms=100) as producer:
+        for i in range(60):
+            if i == 30:
+                leader.close()
+            value = f"v{i}".encode()
+            producer.send(TOPIC, value, partition=0).get_offset(timeout=30)
+            acked.append(value)
+    consumer = Consumer(bootstrap_servers=",".join(b.address for b in cluster.values() if b is not leader),
+                        group_id="follow", auto_offset_reset="earliest", enable_auto_commit=False)
+    received: list[bytes] = []
+    try:
+        consumer.add_topic(TOPIC)
+        deadline = time.monotonic() + 30
+        while len(received) < len(acked) and time.monotonic() < deadline:
+            received.extend(m.value for m in consumer.poll(0.2))
+    finally:
+        consumer.close()
+    assert received == acked

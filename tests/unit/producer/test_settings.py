@@ -18,7 +18,7 @@ def test_keyword_arguments_win_over_the_mapping() -> None:
         assert p.config["bootstrap.servers"] == [("127.0.0.1", 1)]
 
 
-@pytest.mark.parametrize("settings", [{"lingr.ms": 5}, {"acks": "all"}, {"batch.size": 0}, {"retries": -1},
+@pytest.mark.parametrize("settings", [{"lingr.ms": 5}, {"acks": "quorum"}, {"batch.size": 0}, {"retries": -1},
                                       {"partitioner": "sticky"}, {"value.serializer": 5}])
 def test_unknown_keys_and_bad_values_raise_config_error(settings: dict[str, object]) -> None:
     """A misspelt key or an out-of-range value is refused, naming the key, before anything starts."""
