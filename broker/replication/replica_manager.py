@@ -175,7 +175,9 @@ class ReplicaManager:
                                 high_watermark=replica.high_watermark, epoch_start_offset=end, now_ms=self._now_ms())
             replica.leader_state, replica.role = state, Role.LEADER
             replica.leader_id, replica.leader_epoch, replica.replicas = self.broker_id, role.leader_epoch, role.replicas
-        self._committed[(replica.topic, replica.partition)] = FlushWaiters(state.high_watermark, log)
+        key = (replica.topic, replica.partition)
+        if key not in self._committed:  # a new epoch of the same leader keeps the acknowledgements waiting
+            self._committed[key] = FlushWaiters(state.high_watermark, log)
         log.info("replica.became_leader", topic=replica.topic, partition=replica.partition,
                  leader_epoch=role.leader_epoch, isr=list(role.isr), epoch_start_offset=end,
                  high_watermark=state.high_watermark)

@@ -153,3 +153,19 @@ def test_older_controller_decision_is_ignored(leader: RunningBroker) -> None:
     codes = leader.broker.replicas.apply_roles(0, 1, [make_role(leader=FOLLOWER, epoch=EPOCH - 1)], [])
     assert codes == {("rep", 0): int(ErrorCode.FENCED_LEADER_EPOCH)}
     assert produce(RawClient(leader.host, leader.port), [b"still leader"]).error == 0
+
+
+def test_acks_all_waiting_across_a_new_epoch_of_the_same_leader_is_answered(leader: RunningBroker) -> None:
+    """The controller bumping the epoch while this broker stays leader (an ISR change) keeps acks=all waits alive."""
+    producer, follower = RawClient(leader.host, leader.port), RawClient(leader.host, leader.port)
+    answers: list[rq.PartitionAck] = []
+    thread = threading.Thread(target=lambda: answers.append(produce(producer, [b"y" * 40], rq.Acks.ALL)))
+    thread.start()
+    deadline = time.monotonic() + 10
+    while leader.broker.logs.get("rep", 0).end_offset == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert leader.broker.replicas.apply_roles(0, 2, [make_role(epoch=EPOCH + 1)], []) == {("rep", 0): 0}
+    end = leader.broker.logs.get("rep", 0).end_offset
+    replica_fetch(follower, end, current=EPOCH + 1)
+    thread.join(timeout=10)
+    assert answers and answers[0].error == 0 and answers[0].next_offset == end
