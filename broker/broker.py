@@ -80,7 +80,7 @@ class Broker:
         self.handlers = RequestHandlers(
             self.server, self.logs, self.logs.flusher, self.cluster,
             auto_create=config["auto.create.topics.enable"], max_wait_ms=config["fetch.max.wait.ms"],
-            replicas=self.replicas, min_insync=config["min.insync.replicas"])
+            replicas=self.replicas)
         self.server.handle = self.handlers
         self.zookeeper: ZkRegistration | None = None
         self.registry: RegistryView | None = None  # the cluster as ZooKeeper lists it (with zookeeper.connect)

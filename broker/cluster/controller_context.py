@@ -32,6 +32,12 @@ __all__ = ["UNCLEAN_KEY", "ControllerContext", "decide_reconcile", "decide_shutd
 UNCLEAN_KEY = "unclean.leader.election.enable"
 
 
+def min_insync_for(replicas: TopicReplicas) -> int:
+    """The topic's ``min.insync.replicas`` (0, the brokers' own setting, when it has none or a bad one)."""
+    value = replicas.config.get("min.insync.replicas", "")
+    return int(value) if value.isdigit() and 0 < int(value) <= 1000 else 0
+
+
 def unclean_for(replicas: TopicReplicas, default: bool) -> bool:
     """The topic's ``unclean.leader.election.enable`` ("true"/"false", any case), else ``default``."""
     value = replicas.config.get(UNCLEAN_KEY)
@@ -129,7 +135,7 @@ class ControllerContext:
         """The partition's LeaderAndIsr entry from what the context holds."""
         state, version = self.states[key]
         return PartitionRole(key[0], key[1], state.leader, state.leader_epoch, state.isr, self.replicas(key),
-                             version)
+                             version, min_insync_for(self.topics[key[0]]))
 
     def roles(self, keys: Iterable[PartitionKey] | None = None) -> Iterator[PartitionRole]:
         """The roles of ``keys`` (default: every partition, in key order); unknown keys are skipped."""

@@ -125,13 +125,13 @@ def role_to_proto(role: PartitionRole) -> rpb.PartitionLeadership:
     """One role as a LeaderAndIsr entry."""
     return rpb.PartitionLeadership(topic=role.topic, partition=role.partition, leader=role.leader,
                                    leader_epoch=role.leader_epoch, isr=role.isr, replicas=role.replicas,
-                                   zk_version=role.zk_version)
+                                   zk_version=role.zk_version, min_insync_replicas=role.min_insync)
 
 
 def roles_from_request(request: rpb.LeaderAndIsrRequest) -> list[PartitionRole]:
     """The request's entries as roles, in request order."""
     return [PartitionRole(p.topic, p.partition, p.leader, p.leader_epoch, tuple(p.isr), tuple(p.replicas),
-                          p.zk_version) for p in request.partitions]
+                          p.zk_version, p.min_insync_replicas) for p in request.partitions]
 
 
 def brokers_to_proto(brokers: Iterable[rq.BrokerInfo]) -> list[pb.Broker]:

@@ -118,6 +118,8 @@ class CommitWaits(Protocol):
 
     def in_sync_count(self, replica: Replica) -> int: ...
 
+    def min_insync_for(self, replica: Replica) -> int: ...
+
 
 class CommitAcks:
     """Answers one acks=all PRODUCE_ACK once every replicated partition it wrote is committed.
@@ -125,19 +127,18 @@ class CommitAcks:
     ``waits`` maps an ack's index to the replica it was appended to (partitions that are
     not replicated are committed once appended and are not listed). Committed means the
     leader's high watermark reached the ack's next offset; if the in-sync replicas then
-    number fewer than ``min_insync`` the answer is NotEnoughReplicasAfterAppend (the data
+    number fewer than the topic's ``min.insync.replicas`` the answer is NotEnoughReplicasAfterAppend (the data
     is there and may be read: a retry may duplicate it). Leadership lost first gives
     NotLeaderForPartition; no commit within ``timeout_ms`` gives RequestTimedOut with the
     offsets (the messages may still be committed later).
     """
 
     def __init__(self, server: Loop, replicas: CommitWaits, conn: Connection, slot: Slot,
-                 acks: list[rq.PartitionAck], waits: dict[int, Replica], timeout_ms: int, min_insync: int) -> None:
+                 acks: list[rq.PartitionAck], waits: dict[int, Replica], timeout_ms: int) -> None:
         self.server, self.replicas, self.conn, self.slot = server, replicas, conn, slot
         self.acks = acks
         self._waiting = dict(waits)
         self.timeout_ms = max(0, timeout_ms)
-        self.min_insync = min_insync
         self._timer: Timer | None = None
 
     def start(self) -> None:
@@ -153,7 +154,7 @@ class CommitAcks:
         replica = self._waiting.pop(i, None)
         if replica is None:
             return
-        if self.replicas.in_sync_count(replica) < self.min_insync:
+        if self.replicas.in_sync_count(replica) < self.replicas.min_insync_for(replica):
             ack = self.acks[i]
             self.acks[i] = rq.PartitionAck(int(ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND), ack.partition,
                                            ack.first_offset, ack.next_offset)

@@ -42,8 +42,7 @@ class RequestHandlers:
     """Serves every request type against the broker's partitions (a :class:`PartitionStore`)."""
 
     def __init__(self, server: BrokerServer, logs: PartitionStore, flusher: FlushScheduler, cluster: ClusterView, *,
-                 auto_create: bool = True, max_wait_ms: int = 30_000, replicas: ReplicaManager | None = None,
-                 min_insync: int = 1) -> None:
+                 auto_create: bool = True, max_wait_ms: int = 30_000, replicas: ReplicaManager | None = None) -> None:
         self.server = server
         self.logs = logs
         self.flusher = flusher
@@ -51,7 +50,6 @@ class RequestHandlers:
         self.max_wait_ms = max_wait_ms
         self.cluster = cluster
         self.replicas = replicas
-        self.min_insync = min_insync
         self.delayed = DelayedFetches(server, self.read)
         self.topics = DataPlaneTopics(server, logs, auto_create,
                                       replicated=replicas.holds_topic if replicas is not None else None)
@@ -109,10 +107,10 @@ class RequestHandlers:
 
     def _require_in_sync(self, replica: Replica) -> None:
         assert self.replicas is not None
-        count = self.replicas.in_sync_count(replica)
-        if count < self.min_insync:
+        count, needed = self.replicas.in_sync_count(replica), self.replicas.min_insync_for(replica)
+        if count < needed:
             raise NotEnoughReplicas(f"{replica.topic}-{replica.partition} has {count} in-sync replicas, "
-                                    f"min.insync.replicas is {self.min_insync}")
+                                    f"min.insync.replicas is {needed}")
 
     def _leader_appended(self, replica: Replica) -> None:
         assert self.replicas is not None and self.leader_reads is not None
@@ -159,7 +157,7 @@ class RequestHandlers:
                      is not None}
             if waits:
                 slot = Slot()
-                CommitAcks(self.server, self.replicas, conn, slot, acks, waits, req.timeout_ms, self.min_insync).start()
+                CommitAcks(self.server, self.replicas, conn, slot, acks, waits, req.timeout_ms).start()
                 return slot
         if req.acks != rq.Acks.FSYNC:
             return Slot([rq.encode_produce_ack_response(acks)])  # append, or all on partitions with one replica

@@ -43,6 +43,7 @@ class PartitionRole:
     isr: tuple[int, ...]
     replicas: tuple[int, ...]
     zk_version: int  # of the partition's state node, for the leader's conditional ISR writes
+    min_insync: int = 0  # the topic's min.insync.replicas (0: the broker's setting)
 
 
 class Replica:
@@ -59,6 +60,7 @@ class Replica:
         self.leader_id = -1
         self.leader_epoch = -1
         self.replicas: tuple[int, ...] = ()
+        self.min_insync = 0  # the topic's min.insync.replicas (0: the broker's setting)
         self.leader_state: LeaderState | None = None  # while leading
         self.follower_high_watermark = 0  # while following: min(leader's HW, own log end)
 

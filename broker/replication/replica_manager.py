@@ -175,6 +175,7 @@ class ReplicaManager:
                                 high_watermark=replica.high_watermark, epoch_start_offset=end, now_ms=self._now_ms())
             replica.leader_state, replica.role = state, Role.LEADER
             replica.leader_id, replica.leader_epoch, replica.replicas = self.broker_id, role.leader_epoch, role.replicas
+            replica.min_insync = role.min_insync
         key = (replica.topic, replica.partition)
         if key not in self._committed:  # a new epoch of the same leader keeps the acknowledgements waiting
             self._committed[key] = FlushWaiters(state.high_watermark, log)
@@ -242,6 +243,10 @@ class ReplicaManager:
             on_error(NotLeaderForPartition(f"{replica.topic}-{replica.partition}: not the leader"))
             return
         waiters.register(offset, callback, on_error)
+
+    def min_insync_for(self, replica: Replica) -> int:
+        """The ``min.insync.replicas`` in force for ``replica``: its topic's, else the broker's."""
+        return replica.min_insync or self.min_insync
 
     def in_sync_count(self, replica: Replica) -> int:
         """The ISR's size while this broker leads ``replica`` (0 otherwise)."""

@@ -27,8 +27,9 @@ from tests.conftest import RawClient
 ME, FOLLOWER, EPOCH = 0, 7, 1
 
 
-def make_role(leader: int = ME, epoch: int = EPOCH, isr: tuple[int, ...] = (ME, FOLLOWER)) -> PartitionRole:
-    return PartitionRole("rep", 0, leader, epoch, isr, (ME, FOLLOWER), 0)
+def make_role(leader: int = ME, epoch: int = EPOCH, isr: tuple[int, ...] = (ME, FOLLOWER),
+              min_insync: int = 0) -> PartitionRole:
+    return PartitionRole("rep", 0, leader, epoch, isr, (ME, FOLLOWER), 0, min_insync)
 
 
 @pytest.fixture
@@ -169,3 +170,11 @@ def test_acks_all_waiting_across_a_new_epoch_of_the_same_leader_is_answered(lead
     replica_fetch(follower, end, current=EPOCH + 1)
     thread.join(timeout=10)
     assert answers and answers[0].error == 0 and answers[0].next_offset == end
+
+
+def test_topic_min_insync_overrides_the_brokers(leader: RunningBroker) -> None:
+    """A topic's min.insync.replicas (from the controller) applies over the broker's default of 1."""
+    leader.broker.replicas.apply_roles(0, 2, [make_role(epoch=EPOCH + 1, isr=(ME,), min_insync=2)], [])
+    ack = produce(RawClient(leader.host, leader.port), [b"refused"], rq.Acks.ALL)
+    assert ack.error == ErrorCode.NOT_ENOUGH_REPLICAS
+    assert leader.broker.logs.get("rep", 0).end_offset == 0

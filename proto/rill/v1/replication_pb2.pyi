@@ -29,7 +29,7 @@ class ReplicaControlError(_message.Message):
     def __init__(self) -> None: ...
 
 class PartitionLeadership(_message.Message):
-    __slots__ = ("topic", "partition", "leader", "leader_epoch", "isr", "replicas", "zk_version")
+    __slots__ = ("topic", "partition", "leader", "leader_epoch", "isr", "replicas", "zk_version", "min_insync_replicas")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     LEADER_FIELD_NUMBER: _ClassVar[int]
@@ -37,6 +37,7 @@ class PartitionLeadership(_message.Message):
     ISR_FIELD_NUMBER: _ClassVar[int]
     REPLICAS_FIELD_NUMBER: _ClassVar[int]
     ZK_VERSION_FIELD_NUMBER: _ClassVar[int]
+    MIN_INSYNC_REPLICAS_FIELD_NUMBER: _ClassVar[int]
     topic: str
     partition: int
     leader: int
@@ -44,7 +45,8 @@ class PartitionLeadership(_message.Message):
     isr: _containers.RepeatedScalarFieldContainer[int]
     replicas: _containers.RepeatedScalarFieldContainer[int]
     zk_version: int
-    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., leader: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., isr: _Optional[_Iterable[int]] = ..., replicas: _Optional[_Iterable[int]] = ..., zk_version: _Optional[int] = ...) -> None: ...
+    min_insync_replicas: int
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., leader: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., isr: _Optional[_Iterable[int]] = ..., replicas: _Optional[_Iterable[int]] = ..., zk_version: _Optional[int] = ..., min_insync_replicas: _Optional[int] = ...) -> None: ...
 
 class LeaderAndIsrRequest(_message.Message):
     __slots__ = ("controller_id", "controller_epoch", "partitions", "live_brokers", "full")

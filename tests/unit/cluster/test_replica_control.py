@@ -74,7 +74,7 @@ def test_roles_survive_the_wire(applier: Applier, address: str) -> None:
     """A LeaderAndIsr reaches the applier as the same roles, brokers and full flag, and its codes come back."""
     client = ReplicaControlClient()
     try:
-        answer = client.leader_and_isr(address, request(4, ROLE, PartitionRole("t", 0, -1, 1, (3,), (3,), 0),
+        answer = client.leader_and_isr(address, request(4, ROLE, PartitionRole("t", 0, -1, 1, (3,), (3,), 0, 2),
                                                         full=True), timeout=5)
     finally:
         client.close()
@@ -82,7 +82,7 @@ def test_roles_survive_the_wire(applier: Applier, address: str) -> None:
     assert [(p.topic, p.partition, p.code) for p in answer.partitions] == [("orders", 3, 0), ("t", 0, 14)]
     ((epoch, roles, brokers, full),) = applier.calls
     assert (epoch, full, brokers) == (4, True, (rq.BrokerInfo(1, "h", 9092, 9093),))
-    assert roles[0] == ROLE and roles[1].leader == -1
+    assert roles[0] == ROLE and roles[1].leader == -1 and roles[1].min_insync == 2
     assert roles_from_request(request(1, ROLE)) == [ROLE]
 
 
@@ -141,3 +141,13 @@ def test_unreachable_broker_is_an_answer_not_an_exception() -> None:
         client.forget(dead)
     finally:
         client.close()
+
+
+def test_topic_min_insync_is_read_from_its_config() -> None:
+    """The controller sends a topic's own min.insync.replicas, and 0 (the broker's) when absent or malformed."""
+    from rill.broker.cluster.controller_context import min_insync_for
+    from rill.client.zookeeper.replica_layout import TopicReplicas
+
+    assert min_insync_for(TopicReplicas(((1, 2),), {"min.insync.replicas": "2"})) == 2
+    assert min_insync_for(TopicReplicas(((1, 2),))) == 0
+    assert min_insync_for(TopicReplicas(((1, 2),), {"min.insync.replicas": "-3"})) == 0
