@@ -16,7 +16,7 @@ from rill.client.errors import RillError
 from rill.client.cluster_metadata import ClusterMetadata
 from rill.client.simple import SimpleProducer
 
-ACKS = {"append": Acks.APPEND, "fsync": Acks.FSYNC, "none": None}
+ACKS = {"append": Acks.APPEND, "fsync": Acks.FSYNC, "all": Acks.ALL, "none": None}
 CODECS = {"none": CODEC_NONE, "gzip": CODEC_GZIP}
 
 

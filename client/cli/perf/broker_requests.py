@@ -17,7 +17,7 @@ from rill.client.protocol import requests as rq
 from rill.client.protocol.messages import encode_message_set
 from rill.client.simple import SimpleConsumer
 
-ACKS = {"append": rq.Acks.APPEND, "fsync": rq.Acks.FSYNC}
+ACKS = {"append": rq.Acks.APPEND, "fsync": rq.Acks.FSYNC, "all": rq.Acks.ALL}
 
 
 def data_plane_arguments(parser: argparse.ArgumentParser) -> None:

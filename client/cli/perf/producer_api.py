@@ -57,7 +57,7 @@ def add_parsers(kinds: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
                    help="the producer's batch.size (default: the producer's default)")
     p.add_argument("--linger-ms", type=non_negative_int, default=None, metavar="MS",
                    help="the producer's linger.ms (default: the producer's default)")
-    p.add_argument("--acks", choices=["none", "append", "fsync"], default="append")
+    p.add_argument("--acks", choices=["none", "append", "fsync", "all"], default="append")
     p.add_argument("--compression", choices=["none", "gzip"], default="none")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="settings",
                    help="any other producer setting, e.g. --set max.in.flight.requests.per.connection=1")
