@@ -112,6 +112,7 @@ class Broker:
             raise
         self.zookeeper, self.registry = registration, registry
         self.replicas.isr_writer = IsrWriter(registration.zk)
+        self.replicas.registry = registry
         self.controller = Controller(registration.zk, config["broker.id"], registry, ReplicaControlClient(),
                                      unclean_default=config["unclean.leader.election.enable"],
                                      request_timeout_s=config["controller.socket.timeout.ms"] / 1000)
@@ -155,6 +156,7 @@ class Broker:
     def _controlled_stop(self) -> None:
         assert self.zookeeper is not None and self.registry is not None
         client = ReplicaControlClient()
+        self.replicas.stop_following()
         try:
             request_controlled_shutdown(
                 self.zookeeper.zk, self.registry, client, self.config["broker.id"],

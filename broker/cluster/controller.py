@@ -52,7 +52,7 @@ import structlog
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException, NoNodeError
 
-from rill.broker.cluster.controller_actions import Decide, address, elect_and_write, send_leader_and_isr
+from rill.broker.cluster.controller_actions import Decide, address, elect_and_write, reread, send_leader_and_isr
 from rill.broker.cluster.controller_context import ControllerContext, decide_reconcile, decide_shutdown, unclean_for
 from rill.broker.cluster.partition_states import (ControllerEpoch, ControllerMoved, PartitionKey, elect_controller,
                                                   read_controller, read_states, read_topic)
@@ -329,6 +329,9 @@ class Controller:
             self._broker_join(ctx, joined, noticed)
 
     def _broker_failure(self, ctx: ControllerContext, dead: Collection[int], noticed: float) -> None:
+        # Leaders change their ISRs in ZooKeeper without telling the controller: read the states of the
+        # partitions the dead brokers hold before deciding, or one a leader re-added stays in an ISR for good.
+        reread(self.zk, ctx, ctx.hosted_on(dead))
         keys = ctx.touching(dead)
         changed, lost = self._elect(ctx, keys, self._reconcile(ctx))
         written = time.monotonic()
@@ -357,6 +360,7 @@ class Controller:
                 raise StaleBrokerEpoch(f"broker {broker_id}: epoch {broker_epoch} is not the current {current}")
         started = time.monotonic()
         ctx.shutting_down.add(broker_id)
+        reread(self.zk, ctx, ctx.hosted_on({broker_id}))  # the leaders' own ISR changes (see _broker_failure)
         keys = ctx.touching({broker_id})
         live, stopping, epoch = frozenset(ctx.live), frozenset(ctx.shutting_down), ctx.epoch.epoch
         changed, lost = self._elect(ctx, keys, lambda key, state: decide_shutdown(

@@ -71,13 +71,13 @@ def elect_and_write(zk: KazooClient, ctx: ControllerContext, keys: Sequence[Part
         if not result.lost:
             break
         retried += len(result.lost)
-        pending = _reread(zk, ctx, result.lost)
+        pending = reread(zk, ctx, result.lost)
     else:
         log.error("controller.election_gave_up", attempts=max_attempts, partitions=pending[:20])
     return sorted(changed), retried
 
 
-def _reread(zk: KazooClient, ctx: ControllerContext, keys: Collection[PartitionKey]) -> list[PartitionKey]:
+def reread(zk: KazooClient, ctx: ControllerContext, keys: Collection[PartitionKey]) -> list[PartitionKey]:
     """Read ``keys``' states again into ``ctx``; returns those found. Raises ControllerMoved (see elect_and_write)."""
     found: list[PartitionKey] = []
     for topic in sorted({t for t, _ in keys}):

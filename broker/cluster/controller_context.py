@@ -121,6 +121,10 @@ class ControllerContext:
         return sorted(key for key, (state, _) in self.states.items()
                       if state.leader in brokers or any(b in brokers for b in state.isr))
 
+    def hosted_on(self, brokers: Collection[int]) -> list[PartitionKey]:
+        """Partitions with one of ``brokers`` among their replicas, in key order."""
+        return sorted(key for key in self.states if any(b in brokers for b in self.replicas(key)))
+
     def offline_with(self, broker: int) -> list[PartitionKey]:
         """Leaderless partitions that have ``broker`` among their replicas, in key order."""
         return sorted(key for key, (state, _) in self.states.items()

@@ -128,9 +128,9 @@ class CommitAcks:
     not replicated are committed once appended and are not listed). Committed means the
     leader's high watermark reached the ack's next offset; if the in-sync replicas then
     number fewer than the topic's ``min.insync.replicas`` the answer is NotEnoughReplicasAfterAppend (the data
-    is there and may be read: a retry may duplicate it). Leadership lost first gives
-    NotLeaderForPartition; no commit within ``timeout_ms`` gives RequestTimedOut with the
-    offsets (the messages may still be committed later).
+    is there and may be read: a retry may duplicate it). Leadership lost first, or no
+    commit within ``timeout_ms``, gives RequestTimedOut with the offsets (the messages may
+    still be committed later, by the new leader).
     """
 
     def __init__(self, server: Loop, replicas: CommitWaits, conn: Connection, slot: Slot,
@@ -166,7 +166,14 @@ class CommitAcks:
             return
         ack = self.acks[i]
         code = exc.code if isinstance(exc, BrokerError) else ErrorCode.UNKNOWN
-        self.acks[i] = rq.PartitionAck(int(code), ack.partition, -1, -1)
+        if code == ErrorCode.NOT_LEADER_FOR_PARTITION:
+            # Leadership moved after the append: a follower may have fetched the messages and
+            # now lead with them, so the outcome is unknown. NotLeaderForPartition promises
+            # "nothing was written"; answer as a commit timeout does, offsets kept.
+            self.acks[i] = rq.PartitionAck(int(ErrorCode.REQUEST_TIMED_OUT), ack.partition,
+                                           ack.first_offset, ack.next_offset)
+        else:
+            self.acks[i] = rq.PartitionAck(int(code), ack.partition, -1, -1)
         if not self._waiting:
             self._answer()
 

@@ -43,6 +43,7 @@ from rill.broker.replication.replica import PartitionRole, Replica, Role
 from rill.client.errors import BrokerError, ErrorCode, NotLeaderForPartition
 from rill.client.protocol import requests as rq
 from rill.client.structs import Address
+from rill.client.zookeeper.registry import RegistryView
 from rill.client.zookeeper.replica_layout import PartitionState
 
 __all__ = ["FollowerFetching", "ReplicaManager", "ReplicaStore"]
@@ -92,6 +93,9 @@ class ReplicaManager:
         self.on_role_change: list[Callable[[str, int], object]] = []
         """Called on the loop with (topic, partition) after its role changed (parked fetches answer)."""
         self._committed: dict[Key, FlushWaiters] = {}
+        self._stopping = False  # in a controlled shutdown: follow no leader any more
+        self.registry: RegistryView | None = None
+        """ZooKeeper's registry (set by the broker in a cluster): names of replicated topics before the controller speaks."""
         self._shrink_timer = loop.call_later(self.lag_max_ms / 2000, self._check_isr)
 
     def _now_ms(self) -> float:
@@ -189,6 +193,10 @@ class ReplicaManager:
         with replica.lock:
             replica.role, replica.leader_id = Role.FOLLOWER, role.leader
             replica.leader_epoch, replica.replicas = role.leader_epoch, role.replicas
+        if self._stopping:
+            log.info("replica.not_following", topic=replica.topic, partition=replica.partition, leader=role.leader,
+                     reason="controlled shutdown")
+            return
         leader = self.brokers.get(role.leader)
         log.info("replica.became_follower", topic=replica.topic, partition=replica.partition, leader=role.leader,
                  leader_epoch=role.leader_epoch, log_end=replica.log.end_offset)
@@ -215,6 +223,13 @@ class ReplicaManager:
         waiters = self._committed.pop((replica.topic, replica.partition), None)
         if waiters is not None:
             waiters.fail(NotLeaderForPartition(f"{replica.topic}-{replica.partition}: leadership moved"))
+
+    def stop_following(self) -> None:
+        """A controlled shutdown begins: stop every fetcher and follow no leader from now on, so this
+        broker never fetches its way back into an ISR it is leaving (it would hold the new leader's
+        high watermark until ``replica.lag.time.max.ms``). Any thread."""
+        self._stopping = True
+        self.fetchers.remove(list(self.replicas.values()))
 
     # -- the data plane's questions --------------------------------------------------------
 
@@ -273,8 +288,12 @@ class ReplicaManager:
         return list(self.partition_leaders)
 
     def holds_topic(self, topic: str) -> bool:
-        """Whether a replicated topic of this name is known here (it is never auto-created the 0.7 way)."""
-        return topic in self.partition_leaders or any(t == topic for t, _ in self.replicas)
+        """Whether a replicated topic of this name is known here, from the controller or from ZooKeeper's
+        registry (it is never auto-created the 0.7 way: a produce racing its creation must not make a
+        0.7 topic of that name on this broker)."""
+        if topic in self.partition_leaders or any(t == topic for t, _ in self.replicas):
+            return True
+        return self.registry is not None and topic in self.registry.snapshot.replicated_topics
 
     def follower_fetched(self, replica: Replica, follower_id: int, fetch_offset: int) -> None:
         """A follower fetched from ``fetch_offset`` (its log end): track it, maybe grow the ISR or the HW."""

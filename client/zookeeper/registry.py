@@ -117,6 +117,8 @@ class ClusterSnapshot:
     brokers: Mapping[int, BrokerRegistration] = field(default_factory=dict)
     topics: Mapping[str, Mapping[int, int]] = field(default_factory=dict)
     partition_maps: Mapping[str, tuple[tuple[int, int], ...]] = field(default_factory=dict)
+    replicated_topics: frozenset[str] = frozenset()
+    """Names of replicated topics (/rill/topics/[topic] holding replica lists, not a 0.7 map)."""
 
     def broker_partitions(self, topic: str) -> list[str]:
         """Every ``"broker-partition"`` of the topic, sorted as strings (Kafka 0.7's order).
@@ -224,14 +226,17 @@ class RegistryView:
                                 value=value[:40])
             topics[topic] = dict(sorted(counts.items()))
         maps: dict[str, tuple[tuple[int, int], ...]] = {}
+        replicated: set[str] = set()
         for topic in self._children(RILL_TOPICS_PATH):
             value = self._data(f"{RILL_TOPICS_PATH}/{topic}")
-            if value is not None and not is_replicated_topic_value(value):
+            if value is not None and is_replicated_topic_value(value):
+                replicated.add(topic)
+            elif value is not None:
                 try:
                     maps[topic] = parse_partition_map(value)
                 except ValueError as exc:
                     log.warning("zookeeper.bad_partition_map", path=f"{RILL_TOPICS_PATH}/{topic}", error=str(exc))
-        return ClusterSnapshot(dict(sorted(brokers.items())), dict(sorted(topics.items())), maps)
+        return ClusterSnapshot(dict(sorted(brokers.items())), dict(sorted(topics.items())), maps, frozenset(replicated))
 
     def _grpc_port(self, broker_id: int) -> int:
         value = self._data(f"{RILL_BROKERS_PATH}/{broker_id}")

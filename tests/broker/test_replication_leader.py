@@ -178,3 +178,10 @@ def test_topic_min_insync_overrides_the_brokers(leader: RunningBroker) -> None:
     ack = produce(RawClient(leader.host, leader.port), [b"refused"], rq.Acks.ALL)
     assert ack.error == ErrorCode.NOT_ENOUGH_REPLICAS
     assert leader.broker.logs.get("rep", 0).end_offset == 0
+
+
+def test_a_broker_stopping_follows_no_leader(leader: RunningBroker) -> None:
+    """Once its controlled shutdown began, a broker made a follower starts no fetcher (it must not rejoin the ISR)."""
+    leader.broker.replicas.stop_following()
+    leader.broker.replicas.apply_roles(0, 2, [make_role(leader=FOLLOWER, epoch=EPOCH + 1)], [])
+    assert leader.broker.fetchers.describe() == []

@@ -15,7 +15,7 @@ from rill.broker.cluster.partition_states import TopicExists, create_replicated_
 from rill.broker.cluster.replica_assignment import InvalidReplicationFactor
 from rill.broker.cluster.replicated_topics import MAX_REPLICATED_PARTITIONS
 from rill.client.errors import InvalidPartitions
-from rill.client.zookeeper.replica_layout import CONTROLLER_EPOCH_PATH, PartitionState, TopicReplicas
+from rill.client.zookeeper.replica_layout import CONTROLLER_EPOCH_PATH, PartitionState, TopicReplicas, state_path
 from rill.v1 import replication_pb2 as rpb
 from tests.zookeeper.controller_support import ControllerNode, FakeBroker, shutdown_server, wait_for
 from tests.zookeeper.test_broker_registration import expire_session
@@ -228,5 +228,22 @@ def test_thousand_partitions_fail_over_within_a_second(zk_connect: str, zk: Kazo
         (event,) = [e for e in logs if e["event"] == "controller.elections" and e["reason"] == "broker_failure"]
         assert event["changed"] == 1000 and event["total_ms"] < 1000, event
         assert all(s.leader != 1 and 1 not in s.isr for s in states(zk, "big").values())
+    finally:
+        node.close()
+
+
+def test_a_follower_a_leader_readded_to_the_isr_is_removed_when_it_dies(zk_connect: str, zk: KazooClient,
+                                                                        brokers: dict[int, FakeBroker]) -> None:
+    """Leaders change their ISR in ZooKeeper without telling the controller; a dead follower that its leader had
+    put back in the ISR is still taken out of it (the controller reads the states before deciding)."""
+    create_replicated_topic(zk, "late", TopicReplicas(((2, 1, 3),)), {0: PartitionState(2, 0, (2, 1), 0)}, None)
+    node = ControllerNode(zk_connect, 2).start()
+    try:
+        wait_for(lambda: active(node), what="controller")
+        _, stat = zk.get(state_path("late", 0))
+        zk.set(state_path("late", 0), PartitionState(2, 0, (2, 1, 3), 0).encode(), version=stat.version)  # the leader
+        brokers[3].unregister()
+        wait_for(lambda: states(zk, "late")[0].isr == (2, 1), what="broker 3 out of the ISR")
+        assert states(zk, "late")[0].leader == 2
     finally:
         node.close()

@@ -19,7 +19,7 @@ from kazoo.client import KazooClient
 from rill.broker.cluster.replicated_topics import create_topic
 from rill.broker.replication.replica import Role
 from rill.broker.testing import RunningBroker, running_broker
-from rill.client.errors import NotLeaderForPartition
+from rill.client.errors import BrokerError, NotLeaderForPartition
 from rill.client.protocol import requests as rq
 from rill.client import Consumer, Producer
 from rill.client.simple import SimpleConsumer, SimpleProducer
@@ -155,3 +155,46 @@ def test_producer_and_consumer_follow_a_new_leader(cluster: dict[int, RunningBro
     finally:
         consumer.close()
     assert received == acked
+
+
+def test_a_broker_in_controlled_shutdown_does_not_rejoin_the_isr(tmp_path: Path, zk_connect: str,
+                                                                 zk: KazooClient) -> None:
+    """After a leader's controlled shutdown the new leader commits at once: the stopping broker, made a follower,
+    must not fetch its way back into the ISR (it would hold the high watermark until replica.lag.time.max.ms)."""
+    with contextlib.ExitStack() as stack:
+        brokers = {i: stack.enter_context(running_broker(
+            tmp_path / f"data-{i}", broker_id=i, zookeeper_connect=zk_connect, zookeeper_session_timeout_ms=4000,
+            replica_fetch_wait_max_ms=100, replica_lag_time_max_ms=60_000)) for i in (1, 2, 3)}
+        create_topic(zk, TOPIC, 1, 3, None, list(brokers))
+        wait_for(lambda: leader_of(brokers, 0), "a leader")
+        leader = leader_of(brokers, 0)
+        assert leader is not None
+        with SimpleProducer(leader.host, leader.port, acks=rq.Acks.ALL) as producer:
+            producer.send(TOPIC, [b"before"], 0)
+        leader.close()
+        remaining = {i: b for i, b in brokers.items() if b is not leader}
+        wait_for(lambda: leader_of(remaining, 0), "a new leader")
+        new_leader = leader_of(remaining, 0)
+        assert new_leader is not None
+        state = new_leader.broker.replicas.replicas[(TOPIC, 0)].leader_state
+        assert state is not None and leader.broker_id not in state.isr
+        began = time.monotonic()
+        with SimpleProducer(new_leader.host, new_leader.port, acks=rq.Acks.ALL, ack_timeout_ms=20_000) as producer:
+            assert producer.send(TOPIC, [b"after"], 0).first_offset > 0
+        assert time.monotonic() - began < 5
+
+
+def test_produce_racing_a_replicated_topics_creation_never_makes_a_07_topic(tmp_path: Path, zk_connect: str,
+                                                                            zk: KazooClient) -> None:
+    """A produce that reaches a broker before the controller has described a new replicated topic is refused
+    (retriable) instead of auto-creating a 0.7 topic of that name, which would block its replicas there for good."""
+    with running_broker(tmp_path / "data", broker_id=1, zookeeper_connect=zk_connect) as b:
+        assert b.broker.controller is not None
+        b.broker.controller.close()  # the controller is slow to act: the window stays open
+        create_topic(zk, TOPIC, 1, 1, None, [1])
+        assert b.broker.registry is not None
+        wait_for(lambda: TOPIC in b.broker.registry.snapshot.replicated_topics, "the registry to list the topic")
+        with SimpleProducer(b.host, b.port) as producer, pytest.raises(BrokerError) as refused:
+            producer.send(TOPIC, [b"early"], 0)
+        assert refused.value.retriable
+        assert TOPIC not in b.broker.logs.topics()
