@@ -9,7 +9,7 @@ defines them; :func:`error_name` gives their names.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, cast
 
@@ -118,11 +118,27 @@ class AdminClient:
 
     # ---------------------------------------------------------------- topics and cluster
 
-    def create_topic(self, topic: str, partitions: int) -> apb.CreateTopicResponse:
-        return cast(apb.CreateTopicResponse, self._call(self.admin.CreateTopic, apb.CreateTopicRequest(topic=topic, partitions=partitions)))
+    def create_topic(self, topic: str, partitions: int, replication_factor: int = 0,
+                     config: Mapping[str, str] | None = None) -> apb.CreateTopicResponse:
+        """CreateTopic. ``replication_factor`` 0: the broker's ``default.replication.factor``; 1: a Kafka
+        0.7-style topic on this broker; > 1: a replicated topic over the cluster's live brokers, with
+        ``config`` as its settings (``min.insync.replicas``, ``unclean.leader.election.enable``).
 
-    def describe_topics(self, topics: Sequence[str] = ()) -> apb.DescribeTopicsResponse:
-        return cast(apb.DescribeTopicsResponse, self._call(self.admin.DescribeTopics, apb.DescribeTopicsRequest(topics=list(topics))))
+        Errors come back in ``error_code`` (e.g. INVALID_REPLICATION_FACTOR, TOPIC_ALREADY_EXISTS).
+        """
+        request = apb.CreateTopicRequest(topic=topic, partitions=partitions, replication_factor=replication_factor,
+                                         config=dict(config or {}))
+        return cast(apb.CreateTopicResponse, self._call(self.admin.CreateTopic, request))
+
+    def describe_topics(self, topics: Sequence[str] = (), *,
+                        under_replicated_only: bool = False) -> apb.DescribeTopicsResponse:
+        """DescribeTopics: every topic (or those named), each partition with its offsets, leader and, when
+        replicated, ``replicas``, ``isr``, ``leader_epoch`` and ``under_replicated``.
+
+        ``under_replicated_only`` keeps only partitions whose ISR is smaller than their replicas.
+        """
+        request = apb.DescribeTopicsRequest(topics=list(topics), under_replicated_only=under_replicated_only)
+        return cast(apb.DescribeTopicsResponse, self._call(self.admin.DescribeTopics, request))
 
     def describe_cluster(self) -> apb.DescribeClusterResponse:
         return cast(apb.DescribeClusterResponse, self._call(self.admin.DescribeCluster, apb.DescribeClusterRequest()))

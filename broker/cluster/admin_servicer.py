@@ -4,21 +4,41 @@ Lag of a partition is given in bytes (log end minus committed offset; from the l
 start when nothing is committed) and in seconds: how long ago the oldest unconsumed
 message was appended, from the time index (so to within one index interval, and
 never under-stated), 0 when the consumer is caught up.
+
+Topics are of two kinds. A Kafka 0.7-style topic (replication factor 1) is created in
+this broker's storage, as the data plane's CREATE_TOPIC does. A replicated topic
+(factor > 1, issue 13) is created in ZooKeeper (``replicated_topics.create_topic``)
+over the live brokers, once the broker has joined its cluster
+(:meth:`AdminServicer.attach_zookeeper`); the controller then gives its partitions
+their leaders. Describing a replicated topic reads its assignment and partition
+states from ZooKeeper and its offsets from each partition's leader.
+
+Thread-safety: every method may run on any gRPC worker thread at once; the
+ZooKeeper session and registry are set once, before or while requests arrive.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import grpc
 import structlog
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException, NoNodeError
 
 from rill.broker.cluster.cluster_view import ClusterView
-from rill.broker.cluster.log_catalog import LogCatalog
+from rill.broker.cluster.log_catalog import REMOTE_TIMEOUT_S, LogCatalog
+from rill.broker.cluster.partition_states import TopicExists, read_states, read_topic
+from rill.broker.cluster.replicated_topics import create_topic as create_replicated_topic
 from rill.broker.log.manager import LogManager
-from rill.client.errors import BrokerError, InvalidPartitions, InvalidTopic, PartitionLimitReached, StorageError
+from rill.client.errors import (BrokerError, ConnectionClosed, InvalidPartitions, InvalidReplicationFactor,
+                                InvalidTopic, PartitionLimitReached, RillError, StorageError)
 from rill.client.protocol import requests as rq
+from rill.client.simple import SimpleConsumer
+from rill.client.zookeeper.registry import RILL_TOPICS_PATH, RegistryView
+from rill.client.zookeeper.replica_layout import TopicReplicas, is_replicated_topic_value
 from rill.v1 import admin_pb2 as apb
 from rill.v1 import admin_pb2_grpc as apb_grpc
 from rill.v1 import coordinator_pb2 as pb
@@ -32,16 +52,67 @@ _CREATE_TOPIC_CODES: dict[type[BrokerError], pb.ErrorCode] = {
     StorageError: pb.STORAGE_ERROR,
 }
 
+_REPLICATED_CREATE_CODES: tuple[tuple[type[Exception], pb.ErrorCode], ...] = (
+    (InvalidReplicationFactor, pb.INVALID_REPLICATION_FACTOR),  # replica_assignment's is a subclass
+    (TopicExists, pb.TOPIC_ALREADY_EXISTS),
+    (InvalidPartitions, pb.INVALID_PARTITIONS),
+    (InvalidTopic, pb.INVALID_TOPIC),
+)
+
+
+def _positive_int(value: str) -> bool:
+    text = value.strip()
+    return text.isascii() and text.isdigit() and int(text) >= 1
+
+
+def _boolean(value: str) -> bool:
+    return value.strip().lower() in ("true", "false")
+
+
+TOPIC_CONFIG: Mapping[str, tuple[Any, str]] = {
+    "min.insync.replicas": (_positive_int, "a whole number >= 1"),
+    "unclean.leader.election.enable": (_boolean, "true or false"),
+}
+"""The settings a replicated topic accepts at creation: name -> (check, what it must be)."""
+
+
+def topic_config_problem(config: Mapping[str, str], factor: int) -> str | None:
+    """Why ``config`` cannot be a topic's settings (unknown key, bad value, factor 1); None when it can."""
+    if config and factor == 1:
+        return (f"topic settings ({', '.join(sorted(config))}) apply to replicated topics only: "
+                "give a replication factor above 1")
+    for key, value in sorted(config.items()):
+        if key not in TOPIC_CONFIG:
+            return f"unknown topic setting {key!r} (known: {', '.join(sorted(TOPIC_CONFIG))})"
+        check, expected = TOPIC_CONFIG[key]
+        if not check(value):
+            return f"topic setting {key}={value!r} must be {expected}"
+    return None
+
 
 class AdminServicer(apb_grpc.AdminServicer):
+    """The Admin service of one broker (alone, or one of a cluster once :meth:`attach_zookeeper` ran).
+
+    Args:
+        default_replication_factor: the factor of a CreateTopic that gives none
+            (``default.replication.factor``).
+    """
+
     def __init__(self, logs: LogManager, coordinator: Any, broker: pb.Broker,
-                 cluster: ClusterView | None = None) -> None:
+                 cluster: ClusterView | None = None, *, default_replication_factor: int = 1) -> None:
         self.logs = logs
         self.coordinator = coordinator
         self.broker = broker
         self.cluster = cluster or ClusterView(logs, lambda: rq.BrokerInfo(broker.broker_id, broker.host, broker.port,
                                                                           broker.grpc_port))
         self.catalog = LogCatalog(logs, self.cluster)
+        self.default_replication_factor = default_replication_factor
+        self.zk: KazooClient | None = None
+        self.registry: RegistryView | None = None
+
+    def attach_zookeeper(self, zk: KazooClient, registry: RegistryView) -> None:
+        """Create and describe replicated topics through the broker's ZooKeeper session and registry."""
+        self.zk, self.registry = zk, registry
 
     # ---------------------------------------------------------------- topics
 
@@ -50,7 +121,7 @@ class AdminServicer(apb_grpc.AdminServicer):
         placed = self.cluster.placement(topic)
         if placed is None:
             return apb.TopicDescription(topic=topic, error_code=pb.UNKNOWN_TOPIC_OR_PARTITION)
-        desc = apb.TopicDescription(topic=topic, partition_count=len(placed))
+        desc = apb.TopicDescription(topic=topic, partition_count=len(placed), replication_factor=1)
         if not details:
             return desc
         me = self.broker.broker_id
@@ -69,7 +140,14 @@ class AdminServicer(apb_grpc.AdminServicer):
         return desc
 
     def CreateTopic(self, request: apb.CreateTopicRequest, context: grpc.ServicerContext) -> apb.CreateTopicResponse:
-        """Create a topic (the same limits as the data plane's CREATE_TOPIC: the log manager checks both)."""
+        """Create a topic: factor 1 in this broker's storage (the limits of the data plane's CREATE_TOPIC),
+        a larger one in ZooKeeper over the live brokers (INVALID_REPLICATION_FACTOR without ZooKeeper)."""
+        factor = request.replication_factor or self.default_replication_factor
+        problem = topic_config_problem(request.config, factor)
+        if problem is not None:
+            return apb.CreateTopicResponse(error_code=pb.INVALID_CONFIG, error_message=problem)
+        if factor != 1:
+            return self._create_replicated(request, factor)
         try:
             self.logs.create_topic(request.topic, request.partitions)
         except BrokerError as exc:
@@ -77,14 +155,128 @@ class AdminServicer(apb_grpc.AdminServicer):
                                            error_message=str(exc))
         return apb.CreateTopicResponse(topic=self._describe_topic(request.topic))
 
+    def _create_replicated(self, request: apb.CreateTopicRequest, factor: int) -> apb.CreateTopicResponse:
+        """``replicated_topics.create_topic`` over the live brokers that serve gRPC (they can hold replicas)."""
+        zk, registry = self.zk, self.registry
+        if factor < 1:
+            return apb.CreateTopicResponse(error_code=pb.INVALID_REPLICATION_FACTOR,
+                                           error_message=f"replication factor must be larger than 0, not {factor}")
+        if zk is None or registry is None:
+            return apb.CreateTopicResponse(
+                error_code=pb.INVALID_REPLICATION_FACTOR,
+                error_message=f"replication factor {factor} larger than available brokers 1 "
+                              "(this broker is not in a cluster: set zookeeper.connect to replicate)")
+        live = sorted(b.broker_id for b in registry.snapshot.brokers.values() if b.grpc_port > 0)
+        try:
+            create_replicated_topic(zk, request.topic, request.partitions, factor, dict(request.config), live)
+        except (BrokerError, TopicExists) as exc:
+            code = next((c for kind, c in _REPLICATED_CREATE_CODES if isinstance(exc, kind)), pb.INVALID_REQUEST)
+            return apb.CreateTopicResponse(error_code=code, error_message=str(exc))
+        except KazooException as exc:
+            log.warning("admin.create_topic_unknown_outcome", topic=request.topic, error=repr(exc))
+            return apb.CreateTopicResponse(error_code=pb.UNKNOWN, error_message=(
+                f"ZooKeeper failed while creating topic {request.topic} ({exc!r}): it may or may not exist; "
+                "describe it"))
+        log.info("admin.replicated_topic_created", topic=request.topic, partitions=request.partitions,
+                 replication_factor=factor, brokers=live, config=dict(request.config))
+        replicas = read_topic(zk, request.topic)
+        if replicas is None:  # deleted at once by someone else
+            return apb.CreateTopicResponse(topic=apb.TopicDescription(topic=request.topic,
+                                                                      error_code=pb.UNKNOWN_TOPIC_OR_PARTITION))
+        return apb.CreateTopicResponse(topic=self._describe_replicated(request.topic, replicas))
+
     def ListTopics(self, request: apb.ListTopicsRequest, context: grpc.ServicerContext) -> apb.ListTopicsResponse:
-        return apb.ListTopicsResponse(topics=[self._describe_topic(t, details=False)
-                                              for t in self.cluster.topic_names()])
+        replicated = self._replicated_topics()
+        names = sorted(set(self.cluster.topic_names()) | set(replicated))
+        return apb.ListTopicsResponse(topics=[
+            apb.TopicDescription(topic=t, partition_count=replicated[t].partitions,
+                                 replication_factor=replicated[t].replication_factor)
+            if t in replicated else self._describe_topic(t, details=False) for t in names])
 
     def DescribeTopics(self, request: apb.DescribeTopicsRequest,
                        context: grpc.ServicerContext) -> apb.DescribeTopicsResponse:
-        names = list(request.topics) or self.cluster.topic_names()
-        return apb.DescribeTopicsResponse(topics=[self._describe_topic(t) for t in names])
+        """Every topic (or those named), each partition with its replicas, ISR and leader epoch when replicated.
+
+        Raises:
+            KazooException: ZooKeeper failed (the call fails with gRPC's UNKNOWN status).
+        """
+        if request.topics:
+            described = [self._describe_named(t) for t in request.topics]
+        else:
+            replicated = self._replicated_topics()
+            described = [self._describe_replicated(t, replicated[t]) if t in replicated else self._describe_topic(t)
+                         for t in sorted(set(self.cluster.topic_names()) | set(replicated))]
+        if request.under_replicated_only:
+            described = [_under_replicated(d) for d in described if d.error_code or
+                         any(p.under_replicated for p in d.partitions)]
+        return apb.DescribeTopicsResponse(topics=described)
+
+    def _describe_named(self, topic: str) -> apb.TopicDescription:
+        """A named topic: replicated when ZooKeeper says so, else 0.7-style (or unknown)."""
+        if self.zk is not None:
+            try:
+                replicas = read_topic(self.zk, topic)
+            except ValueError as exc:
+                log.warning("admin.bad_replicated_topic", topic=topic, error=str(exc))
+                return apb.TopicDescription(topic=topic, error_code=pb.UNKNOWN)
+            if replicas is not None:
+                return self._describe_replicated(topic, replicas)
+        return self._describe_topic(topic)
+
+    def _replicated_topics(self) -> dict[str, TopicReplicas]:
+        """Every replicated topic in ZooKeeper's ``/rill/topics`` ({} without ZooKeeper); malformed ones are logged."""
+        zk = self.zk
+        if zk is None:
+            return {}
+        try:
+            children = zk.get_children(RILL_TOPICS_PATH)
+        except NoNodeError:
+            return {}
+        pending = [(name, zk.get_async(f"{RILL_TOPICS_PATH}/{name}")) for name in children]
+        found: dict[str, TopicReplicas] = {}
+        for name, result in pending:
+            try:
+                data, _ = result.get()
+            except NoNodeError:
+                continue
+            if is_replicated_topic_value(data):
+                try:
+                    found[name] = TopicReplicas.decode(data)
+                except ValueError as exc:
+                    log.warning("admin.bad_replicated_topic", topic=name, error=str(exc))
+        return found
+
+    def _describe_replicated(self, topic: str, replicas: TopicReplicas) -> apb.TopicDescription:
+        """Replicas from the assignment, leader/ISR/epoch from each partition's state; a leader that is
+        not alive shows as -1. Offsets come from the leaders (-1 when a leader cannot answer)."""
+        assert self.zk is not None
+        states = read_states(self.zk, topic, range(replicas.partitions))
+        alive = self._live_brokers()
+        desc = apb.TopicDescription(topic=topic, partition_count=replicas.partitions,
+                                    replication_factor=replicas.replication_factor)
+        for p, assigned in enumerate(replicas.replicas):
+            state = states[p][0] if p in states else None
+            isr = state.isr if state is not None else ()
+            leader = state.leader if state is not None and state.leader in alive else rq.NO_LEADER
+            desc.partitions.add(partition=p, leader=leader, broker_partition=p, start_offset=-1, end_offset=-1,
+                                replicas=assigned, isr=isr, leader_epoch=state.leader_epoch if state else 0,
+                                under_replicated=len(isr) < len(assigned))
+        self._fill_offsets(topic, desc, alive)
+        return desc
+
+    def _live_brokers(self) -> dict[int, rq.BrokerInfo]:
+        """The live brokers by id (this one included)."""
+        return {b.broker_id: b for b in self.cluster.brokers()}
+
+    def _fill_offsets(self, topic: str, desc: apb.TopicDescription, alive: Mapping[int, rq.BrokerInfo]) -> None:
+        """Start, end and size of each led partition, asked of its leader (this broker too) with OFFSETS over
+        one connection per leader: the end is the high watermark, what consumers can read, whoever answers."""
+        by_leader: dict[int, list[apb.PartitionDescription]] = {}
+        for row in desc.partitions:
+            if row.leader != rq.NO_LEADER:
+                by_leader.setdefault(row.leader, []).append(row)
+        for leader, rows in by_leader.items():
+            _ask_offsets(alive[leader], topic, rows)
 
     # ---------------------------------------------------------------- cluster
 
@@ -142,3 +334,28 @@ class AdminServicer(apb_grpc.AdminServicer):
         seconds = max(0.0, time.time() - appended / 1000) if appended is not None else 0.0
         return apb.PartitionLag(topic=topic, partition=partition, committed_offset=committed, end_offset=end,
                                 lag_bytes=max(0, end - position), lag_seconds=round(seconds, 3), owner=owner)
+
+
+def _ask_offsets(leader: rq.BrokerInfo, topic: str, rows: list[apb.PartitionDescription]) -> None:
+    """Fill ``rows``' offsets from ``leader`` (OFFSETS earliest and latest); a row it cannot answer keeps -1."""
+    try:
+        with SimpleConsumer(leader.host, leader.port, timeout=REMOTE_TIMEOUT_S) as client:
+            for row in rows:
+                try:
+                    row.start_offset = client.earliest_offset(topic, row.partition)
+                    row.end_offset = client.latest_offset(topic, row.partition)
+                except BrokerError as exc:  # leadership moved, or the replica is not there yet
+                    row.start_offset = row.end_offset = -1
+                    log.warning("admin.remote_offsets_failed", topic=topic, partition=row.partition, error=str(exc))
+                    continue
+                row.size_bytes = row.end_offset - row.start_offset  # offsets are byte positions
+    except (ConnectionClosed, OSError, RillError) as exc:
+        log.warning("admin.remote_offsets_failed", topic=topic, broker_id=leader.broker_id, error=str(exc))
+
+
+def _under_replicated(desc: apb.TopicDescription) -> apb.TopicDescription:
+    """``desc`` with only its under-replicated partitions (partition_count stays the topic's)."""
+    kept = [p for p in desc.partitions if p.under_replicated]
+    del desc.partitions[:]
+    desc.partitions.extend(kept)
+    return desc

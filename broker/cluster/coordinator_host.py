@@ -86,8 +86,8 @@ class ClusterAdminServicer(AdminServicer):
     """The Admin service in a cluster: DescribeGroup of a group coordinated elsewhere is NOT_COORDINATOR."""
 
     def __init__(self, logs: LogManager, coordinator: Any, broker: pb.Broker, placement: GroupPlacement,
-                 cluster: ClusterView | None = None) -> None:
-        super().__init__(logs, coordinator, broker, cluster)
+                 cluster: ClusterView | None = None, *, default_replication_factor: int = 1) -> None:
+        super().__init__(logs, coordinator, broker, cluster, default_replication_factor=default_replication_factor)
         self.placement = placement
 
     def DescribeCluster(self, request: apb.DescribeClusterRequest,
@@ -146,7 +146,8 @@ class CoordinatorHost:
         self.sink = RecordSink(self.coordinator, self.store)
         self.coordinator.set_sink(self.sink)
         self.placement: GroupPlacement | None = None
-        self.admin = AdminServicer(logs, self.coordinator, self.broker, cluster)
+        factor = config["default.replication.factor"]
+        self.admin = AdminServicer(logs, self.coordinator, self.broker, cluster, default_replication_factor=factor)
         if config["zookeeper.connect"]:
             if config["offsets.checkpoint.interval.ms"] <= 0:
                 raise ConfigError("offsets.checkpoint.interval.ms must be positive")
@@ -154,7 +155,8 @@ class CoordinatorHost:
                 self.coordinator, self.sink, self.broker, instance_id(os.path.join(logs.data_dir, COORDINATOR_DIR)),
                 interval_ms=config["offsets.checkpoint.interval.ms"],
                 handover_timeout_ms=config["zookeeper.session.timeout.ms"])
-            self.admin = ClusterAdminServicer(logs, self.coordinator, self.broker, self.placement, cluster)
+            self.admin = ClusterAdminServicer(logs, self.coordinator, self.broker, self.placement, cluster,
+                                              default_replication_factor=factor)
         self.servicer = GroupCoordinatorServicer(self.coordinator, self.sink,
                                                  commit_timeout_s=config["offsets.commit.timeout.ms"] / 1000,
                                                  router=self.placement)
@@ -185,7 +187,9 @@ class CoordinatorHost:
         return port
 
     def join_cluster(self, zk: Any, registry: RegistryView) -> None:
-        """Start coordinating the groups the cluster places here (with zookeeper.connect)."""
+        """Start coordinating the groups the cluster places here, and serve replicated topics' admin
+        (with zookeeper.connect)."""
+        self.admin.attach_zookeeper(zk, registry)
         if self.placement is not None:
             self.placement.start(zk, registry)
             timeout_s = self.config["zookeeper.connection.timeout.ms"] / 1000

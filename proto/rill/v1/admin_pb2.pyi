@@ -8,12 +8,23 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class CreateTopicRequest(_message.Message):
-    __slots__ = ("topic", "partitions")
+    __slots__ = ("topic", "partitions", "replication_factor", "config")
+    class ConfigEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    REPLICATION_FACTOR_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
     topic: str
     partitions: int
-    def __init__(self, topic: _Optional[str] = ..., partitions: _Optional[int] = ...) -> None: ...
+    replication_factor: int
+    config: _containers.ScalarMap[str, str]
+    def __init__(self, topic: _Optional[str] = ..., partitions: _Optional[int] = ..., replication_factor: _Optional[int] = ..., config: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class CreateTopicResponse(_message.Message):
     __slots__ = ("error_code", "error_message", "topic")
@@ -36,38 +47,50 @@ class ListTopicsResponse(_message.Message):
     def __init__(self, topics: _Optional[_Iterable[_Union[TopicDescription, _Mapping]]] = ...) -> None: ...
 
 class DescribeTopicsRequest(_message.Message):
-    __slots__ = ("topics",)
+    __slots__ = ("topics", "under_replicated_only")
     TOPICS_FIELD_NUMBER: _ClassVar[int]
+    UNDER_REPLICATED_ONLY_FIELD_NUMBER: _ClassVar[int]
     topics: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, topics: _Optional[_Iterable[str]] = ...) -> None: ...
+    under_replicated_only: bool
+    def __init__(self, topics: _Optional[_Iterable[str]] = ..., under_replicated_only: _Optional[bool] = ...) -> None: ...
 
 class PartitionDescription(_message.Message):
-    __slots__ = ("partition", "start_offset", "end_offset", "size_bytes", "leader", "broker_partition")
+    __slots__ = ("partition", "start_offset", "end_offset", "size_bytes", "leader", "broker_partition", "replicas", "isr", "leader_epoch", "under_replicated")
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     START_OFFSET_FIELD_NUMBER: _ClassVar[int]
     END_OFFSET_FIELD_NUMBER: _ClassVar[int]
     SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
     LEADER_FIELD_NUMBER: _ClassVar[int]
     BROKER_PARTITION_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    ISR_FIELD_NUMBER: _ClassVar[int]
+    LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    UNDER_REPLICATED_FIELD_NUMBER: _ClassVar[int]
     partition: int
     start_offset: int
     end_offset: int
     size_bytes: int
     leader: int
     broker_partition: int
-    def __init__(self, partition: _Optional[int] = ..., start_offset: _Optional[int] = ..., end_offset: _Optional[int] = ..., size_bytes: _Optional[int] = ..., leader: _Optional[int] = ..., broker_partition: _Optional[int] = ...) -> None: ...
+    replicas: _containers.RepeatedScalarFieldContainer[int]
+    isr: _containers.RepeatedScalarFieldContainer[int]
+    leader_epoch: int
+    under_replicated: bool
+    def __init__(self, partition: _Optional[int] = ..., start_offset: _Optional[int] = ..., end_offset: _Optional[int] = ..., size_bytes: _Optional[int] = ..., leader: _Optional[int] = ..., broker_partition: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ..., isr: _Optional[_Iterable[int]] = ..., leader_epoch: _Optional[int] = ..., under_replicated: _Optional[bool] = ...) -> None: ...
 
 class TopicDescription(_message.Message):
-    __slots__ = ("topic", "partition_count", "partitions", "error_code")
+    __slots__ = ("topic", "partition_count", "partitions", "error_code", "replication_factor")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     PARTITION_COUNT_FIELD_NUMBER: _ClassVar[int]
     PARTITIONS_FIELD_NUMBER: _ClassVar[int]
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    REPLICATION_FACTOR_FIELD_NUMBER: _ClassVar[int]
     topic: str
     partition_count: int
     partitions: _containers.RepeatedCompositeFieldContainer[PartitionDescription]
     error_code: _coordinator_pb2.ErrorCode
-    def __init__(self, topic: _Optional[str] = ..., partition_count: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[PartitionDescription, _Mapping]]] = ..., error_code: _Optional[_Union[_coordinator_pb2.ErrorCode, str]] = ...) -> None: ...
+    replication_factor: int
+    def __init__(self, topic: _Optional[str] = ..., partition_count: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[PartitionDescription, _Mapping]]] = ..., error_code: _Optional[_Union[_coordinator_pb2.ErrorCode, str]] = ..., replication_factor: _Optional[int] = ...) -> None: ...
 
 class DescribeTopicsResponse(_message.Message):
     __slots__ = ("topics",)

@@ -33,6 +33,9 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     INVALID_TOPIC: _ClassVar[ErrorCode]
     INVALID_PARTITIONS: _ClassVar[ErrorCode]
     PARTITION_LIMIT_REACHED: _ClassVar[ErrorCode]
+    INVALID_REPLICATION_FACTOR: _ClassVar[ErrorCode]
+    TOPIC_ALREADY_EXISTS: _ClassVar[ErrorCode]
+    INVALID_CONFIG: _ClassVar[ErrorCode]
 
 class RewindTarget(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -64,6 +67,9 @@ INVALID_REQUEST: ErrorCode
 INVALID_TOPIC: ErrorCode
 INVALID_PARTITIONS: ErrorCode
 PARTITION_LIMIT_REACHED: ErrorCode
+INVALID_REPLICATION_FACTOR: ErrorCode
+TOPIC_ALREADY_EXISTS: ErrorCode
+INVALID_CONFIG: ErrorCode
 OFFSET: RewindTarget
 EARLIEST: RewindTarget
 LATEST: RewindTarget
