@@ -82,7 +82,19 @@ def producer_settings(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def end_offsets(client: SimpleConsumer, topic: str, partitions: int) -> list[int]:
-    return [client.latest_offset(topic, p) for p in range(partitions)]
+    """Each partition's end, asked of the broker that holds (leads) it, in the partition's number there."""
+    described = client.metadata([topic])
+    placement = described.topics[0]
+    addresses = {b.broker_id: (b.host, b.port) for b in described.brokers}
+    ends = []
+    for p in range(partitions):
+        address = addresses.get(placement.leaders[p]) if p < placement.partitions else None
+        if address is None or address == (client.host, client.port):
+            ends.append(client.latest_offset(topic, placement.broker_partition(p) if address else p))
+            continue
+        with SimpleConsumer(*address, timeout=client.timeout) as leader:
+            ends.append(leader.latest_offset(topic, placement.broker_partition(p)))
+    return ends
 
 
 def run_producer_api(args: argparse.Namespace) -> int:
