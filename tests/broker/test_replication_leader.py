@@ -185,3 +185,12 @@ def test_a_broker_stopping_follows_no_leader(leader: RunningBroker) -> None:
     leader.broker.replicas.stop_following()
     leader.broker.replicas.apply_roles(0, 2, [make_role(leader=FOLLOWER, epoch=EPOCH + 1)], [])
     assert leader.broker.fetchers.describe() == []
+
+
+def test_a_07_produce_to_a_follower_is_dropped_not_written(leader: RunningBroker) -> None:
+    """Kafka 0.7's PRODUCE has no response: sent to a broker that does not lead the partition it writes nothing."""
+    leader.broker.replicas.apply_roles(0, 2, [make_role(leader=FOLLOWER, epoch=EPOCH + 1)], [])
+    raw = RawClient(leader.host, leader.port)
+    raw.send(rq.encode_produce("rep", 0, encode_message_set([b"dropped"])))
+    assert rq.decode_offsets_response(raw.request(rq.encode_offsets("plain", 0, rq.LATEST_TIME, 1)))[0] == 0
+    assert leader.broker.logs.get("rep", 0).end_offset == 0
