@@ -21,7 +21,7 @@ import random
 import structlog
 
 from rill.client.grpc_client import AdminClient, error_name
-from rill.client.consumer.errors import GroupCoordinatorError
+from rill.client.consumer.errors import CoordinatorNotAvailable, GroupCoordinatorError
 from rill.client.errors import ConnectionClosed
 from rill.client.cluster_metadata import ClusterMetadata
 from rill.v1 import coordinator_pb2 as pb
@@ -60,6 +60,8 @@ class CoordinatorLookup:
 
         Raises:
             ConnectionClosed: no broker or coordinator answered.
+            CoordinatorNotAvailable: the broker asked does not know the group's coordinator yet
+                (a takeover is under way): look again later.
             GroupCoordinatorError: the group cannot be created (bad name, session timeout ...).
         """
         if not self.metadata.brokers:
@@ -74,6 +76,8 @@ class CoordinatorLookup:
         if info is None or info.error_code == pb.GROUP_NOT_FOUND:
             created = admin.create_group(self.group, [], session_timeout_ms=self.session_timeout_ms,
                                          strategy=self.strategy)
+            if created.error_code == pb.NOT_COORDINATOR:
+                raise CoordinatorNotAvailable(f"no coordinator for group {self.group!r} yet (CreateGroup: NOT_COORDINATOR)")
             if created.error_code not in (pb.NONE, pb.GROUP_ALREADY_EXISTS):
                 raise GroupCoordinatorError(f"cannot create group {self.group!r}: {error_name(created.error_code)}",
                                             created.error_code)
@@ -81,6 +85,8 @@ class CoordinatorLookup:
                 log.info("consumer.group_created", group=self.group, strategy=self.strategy,
                          session_timeout_ms=self.session_timeout_ms)
             controller = created.coordinator
+        elif info.error_code == pb.NOT_COORDINATOR:  # the group's coordinator is being replaced
+            raise CoordinatorNotAvailable(f"no broker names the coordinator of group {self.group!r} yet")
         elif info.error_code != pb.NONE:
             raise GroupCoordinatorError(f"ListGroups for {self.group!r}: {error_name(info.error_code)}",
                                         info.error_code)

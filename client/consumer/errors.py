@@ -7,6 +7,7 @@ Hierarchy::
         ├── IllegalStateError        a call that does not fit the consumer's state
         │                            (closed, no group.id, a partition not assigned)
         ├── NoOffsetForPartition     no committed offset and auto.offset.reset is "none"
+        ├── CoordinatorNotAvailable  no broker names the group's coordinator yet (retried by poll)
         └── GroupCoordinatorError    the coordinator refused a request (``code``, ``code_name``)
             ├── CommitFailed         a commit stored nothing (``partitions``: each with its code)
             ├── RewindFailed         a rewind moved nothing
@@ -33,6 +34,12 @@ class ConsumerError(RillError):
 
 class IllegalStateError(ConsumerError):
     """The call does not fit the consumer's state (closed, no group, partition not assigned)."""
+
+
+class CoordinatorNotAvailable(ConsumerError):
+    """No broker could name the group's coordinator just now (one is being replaced after a broker
+    died): ``poll()`` looks again after ``retry.backoff.ms`` instead of raising (Kafka's
+    COORDINATOR_NOT_AVAILABLE)."""
 
 
 class NoOffsetForPartition(ConsumerError):

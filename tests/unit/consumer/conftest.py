@@ -124,8 +124,12 @@ class FakeCoordinator:
         self.rewinds: list[Any] = []
         self.left: list[str] = []
         self.created = 0
+        self.list_answers: deque[int] = deque()  # error codes ListGroups answers first (then NONE)
 
     def list_groups(self, names: Sequence[str] = ()) -> pb.ListGroupsResponse:
+        if self.list_answers:
+            return pb.ListGroupsResponse(groups_info=[pb.GroupInfo(group_name=names[0],
+                                                                   error_code=self.list_answers.popleft())])
         info = pb.GroupInfo(group_name=names[0], controller_broker=pb.Broker(host="127.0.0.1", grpc_port=2),
                             session_timeout=10_000)
         return pb.ListGroupsResponse(groups_info=[info])

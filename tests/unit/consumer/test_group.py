@@ -199,3 +199,15 @@ def test_leave_sends_leave_group(rig: Rig) -> None:
     rig.join()
     rig.group.leave()
     assert rig.coordinator.left == ["m-1"] and rig.group.state == UNJOINED
+
+
+def test_no_broker_naming_the_coordinator_yet_is_retried_not_raised(rig: Rig) -> None:
+    """ListGroups answering NOT_COORDINATOR (a coordinator being replaced) makes poll() retry after the backoff,
+    never raise: the consumer registers once a broker names the coordinator."""
+    rig.coordinator.list_answers.extend([pb.NOT_COORDINATOR, pb.NOT_COORDINATOR])
+    rig.group.tick(rig.clock())  # must not raise
+    assert rig.group.state == UNJOINED and not rig.coordinator.registers
+    for _ in range(2):
+        rig.clock.advance(1.0)
+        rig.group.tick(rig.clock())
+    assert len(rig.coordinator.registers) == 1
