@@ -70,16 +70,11 @@ class BrokerConnection:
         Raises:
             ConnectionClosed: the connection is closed or broke while sending.
         """
-        self._require()
-        self._socket.send((frame,), None)
-        self._socket.write()
+        self._write((frame,), self.timeout)
 
     def send_many(self, frames: Iterable[bytes | bytearray | memoryview]) -> None:
         """Send several frames in one write (pipelining); read their responses in order."""
-        self._require()
-        for frame in frames:
-            self._socket.send((frame,), None)
-        self._socket.write()
+        self._write(frames, self.timeout)
 
     def read_response(self, timeout: float | None = SAME_TIMEOUT) -> memoryview:
         """Read the next response and return its body (the bytes after the size field).
@@ -93,26 +88,20 @@ class BrokerConnection:
                 (nothing is allocated for it; the connection is closed).
         """
         self._require()
-        if timeout != SAME_TIMEOUT:
-            self._socket.set_timeout(timeout)
-        try:
-            return self._socket.wait_response()[1]
-        except ConnectionClosed as exc:
-            if isinstance(exc.__cause__, DecodeError):  # a bad size: say so, as documented
-                raise exc.__cause__ from None
-            raise
-        finally:
-            if timeout != SAME_TIMEOUT:
-                self._socket.set_timeout(self.timeout)
+        self._socket.set_timeout(self.timeout if timeout == SAME_TIMEOUT else timeout)
+        return self._wait()
 
     def request(self, frame: bytes | bytearray | memoryview, timeout: float | None = SAME_TIMEOUT) -> memoryview:
         """Send a request that has a response and return the response body.
 
+        ``timeout`` overrides the connection's timeout for this request (its send and its
+        response); the default keeps it.
+
         Only valid when no earlier response is still unread (otherwise that one is
         returned): use :meth:`send` and :meth:`read_response` to pipeline.
         """
-        self.send(frame)
-        return self.read_response(timeout)
+        self._write((frame,), self.timeout if timeout == SAME_TIMEOUT else timeout)
+        return self._wait()
 
     def close(self) -> None:
         """Close the socket; idempotent. Later calls raise ConnectionClosed."""
@@ -124,6 +113,25 @@ class BrokerConnection:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.close()
+
+    def _write(self, frames: Iterable[bytes | bytearray | memoryview], timeout: float | None) -> None:
+        # Each operation sets its own timeout (no system call while it stays the same: a
+        # client repeating one kind of request pays none), and nothing runs between the
+        # last byte sent and the wait for the response but the bookkeeping: the broker,
+        # woken by that byte, often waits for this core (docs/benchmarks.md, section 13).
+        self._require()
+        self._socket.set_timeout(timeout)
+        for frame in frames:
+            self._socket.send((frame,), None)
+        self._socket.write()
+
+    def _wait(self) -> memoryview:
+        try:
+            return self._socket.wait_response()[1]
+        except ConnectionClosed as exc:
+            if isinstance(exc.__cause__, DecodeError):  # a bad size: say so, as documented
+                raise exc.__cause__ from None
+            raise
 
     def _require(self) -> None:
         if self._socket.sock is None:

@@ -191,8 +191,8 @@ class BrokerSocket(Generic[C]):
         self.failures = 0
 
     def set_timeout(self, timeout: float | None) -> None:
-        """Blocking mode only: the bound on every later socket operation."""
-        if self.sock is not None:
+        """Blocking mode only: the bound on every later socket operation (no system call when unchanged)."""
+        if self.sock is not None and self.sock.gettimeout() != timeout:
             self.sock.settimeout(timeout)
 
     # ---------------------------------------------------------------- requests and responses
@@ -215,10 +215,11 @@ class BrokerSocket(Generic[C]):
         try:
             while protocol.has_output:  # every pending frame in one system call (each call hands the GIL over)
                 buffers = protocol.output(_IOV_MAX)
-                sent = sock.sendmsg(buffers)
+                # (one buffer, the usual case of a latency-bound client: send() costs less than sendmsg())
+                sent = sock.send(buffers[0]) if len(buffers) == 1 else sock.sendmsg(buffers)
                 done += protocol.wrote(sent)
-                if sent < sum(b.nbytes for b in buffers) and not self._blocking:
-                    break
+                if not self._blocking and protocol.has_output and sent < sum(b.nbytes for b in buffers):
+                    break  # the socket is full
         except BlockingIOError:
             pass
         except OSError as exc:
@@ -279,9 +280,15 @@ class BrokerSocket(Generic[C]):
         Raises:
             ConnectionClosed: as :meth:`write` and :meth:`receive` (a timeout loses the stream's position).
         """
-        self.write()
-        while (response := self.next_response()) is None:
+        protocol = self.protocol
+        if protocol.has_output:
+            self.write()
+        # Straight from the last byte sent to the wait, with as little as possible in between:
+        # the broker, woken by that byte, may be waiting for this very core (docs/benchmarks.md 13).
+        response = self.next_response() if protocol.has_input else None
+        while response is None:
             self.receive()
+            response = self.next_response()
         return response
 
     # ---------------------------------------------------------------- closing

@@ -130,7 +130,8 @@ class ProtocolConnection(Generic[C]):
 
     def receive_target(self) -> memoryview | None:
         """Where to receive the rest of a large response directly, or None (then :meth:`receive`)."""
-        self._decoder.start_direct_body()
+        if self._large_last:  # only then was just a size field asked for (receive_size): keep the wait for
+            self._decoder.start_direct_body()  # a small response free of work (see BrokerSocket.wait_response)
         target = self._decoder.body_target()
         return target if target is not None and len(target) else None  # a full body waits to be handed out
 
@@ -141,6 +142,11 @@ class ProtocolConnection(Generic[C]):
     def receive(self, data: bytes | bytearray | memoryview) -> None:
         """Bytes that arrived from the broker."""
         self._decoder.feed(data)
+
+    @property
+    def has_input(self) -> bool:
+        """Whether bytes were received that are not yet handed out (else :meth:`next_response` has nothing)."""
+        return self._decoder.in_frame()
 
     def next_response(self) -> tuple[C, memoryview] | None:
         """The next whole response (its body, after the size field) and its request's context, or None.

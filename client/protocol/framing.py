@@ -73,7 +73,11 @@ class FrameDecoder:
         self.waiting_for_memory = 0
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
-        self._buf += data
+        if self._pos and self._pos >= len(self._buf):  # all handed out: start afresh (nothing to keep or move)
+            self._buf = bytearray(data)
+            self._pos = 0
+        else:
+            self._buf += data
 
     def pending_bytes(self) -> int:
         """Bytes received and not yet handed out as a frame."""
