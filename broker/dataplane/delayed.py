@@ -20,6 +20,7 @@ from typing import NamedTuple, Protocol
 
 import structlog
 
+from rill.broker.dataplane.purgatory import Parked, Purgatory
 from rill.broker.dataplane.server_connection import Connection, Slot
 from rill.broker.dataplane.storage import FlushScheduler, Loop, PartitionLog
 from rill.broker.log.results import FileSlice
@@ -43,25 +44,22 @@ class ReadResult(NamedTuple):
         return self.slice.length if self.slice is not None else 0
 
 
-class _Parked:
-    __slots__ = ("conn", "slot", "fetches", "min_bytes", "timer", "done")
+class _Fetch(NamedTuple):
+    """A parked FETCH_WAIT: where to answer it, and what it reads."""
 
-    def __init__(self, conn: Connection, slot: Slot, fetches: list[rq.FetchRequest], min_bytes: int) -> None:
-        self.conn = conn
-        self.slot = slot
-        self.fetches = fetches
-        self.min_bytes = min_bytes
-        self.timer: Timer | None = None
-        self.done = False
+    conn: Connection
+    slot: Slot
+    fetches: list[rq.FetchRequest]
+    min_bytes: int
 
 
 class DelayedFetches:
-    """Long-poll fetches waiting for data, keyed by (topic, partition)."""
+    """Long-poll fetches waiting for data, parked in a :class:`Purgatory` by (topic, partition)."""
 
     def __init__(self, server: Loop, read: Callable[[rq.FetchRequest], ReadResult]) -> None:
         self.server = server
         self.read = read
-        self._waiting: dict[tuple[str, int], list[_Parked]] = {}
+        self._parked: Purgatory[_Fetch] = Purgatory(server)
 
     @staticmethod
     def satisfied(results: list[ReadResult], min_bytes: int) -> bool:
@@ -70,44 +68,29 @@ class DelayedFetches:
 
     def park(self, conn: Connection, slot: Slot, fetches: list[rq.FetchRequest], min_bytes: int,
              wait_ms: int) -> None:
-        parked = _Parked(conn, slot, fetches, min_bytes)
-        for f in fetches:
-            self._waiting.setdefault((f.topic, f.partition), []).append(parked)
-        parked.timer = self.server.call_later(wait_ms / 1000.0, lambda: self._complete(parked))
+        self._parked.park(_Fetch(conn, slot, fetches, min_bytes), [(f.topic, f.partition) for f in fetches],
+                          wait_ms, self._complete)
 
     def on_append(self, topic: str, partition: int) -> None:
-        waiters = self._waiting.get((topic, partition))
-        if not waiters:
-            return
-        for parked in list(waiters):
-            if parked.done:
-                continue
-            if parked.conn.closed:
+        for parked in self._parked.waiting((topic, partition)):
+            fetch = parked.request
+            if fetch.conn.closed:
                 self._complete(parked)
                 continue
-            results = [self.read(f) for f in parked.fetches]
-            if self.satisfied(results, parked.min_bytes):
+            results = [self.read(f) for f in fetch.fetches]
+            if self.satisfied(results, fetch.min_bytes):
                 self._complete(parked, results)
 
-    def _complete(self, parked: _Parked, results: list[ReadResult] | None = None) -> None:
-        if parked.done:
+    def _complete(self, parked: Parked[_Fetch], results: list[ReadResult] | None = None) -> None:
+        if not self._parked.take(parked):
             return
-        parked.done = True
-        if parked.timer is not None:
-            parked.timer.cancel()
-        for f in parked.fetches:
-            key = (f.topic, f.partition)
-            waiters = self._waiting.get(key)
-            if waiters and parked in waiters:
-                waiters.remove(parked)
-                if not waiters:
-                    del self._waiting[key]
-        if parked.conn.closed:
+        fetch = parked.request
+        if fetch.conn.closed:
             return
         if results is None:
-            results = [self.read(f) for f in parked.fetches]
-        parked.slot.fill(multifetch_response_parts(results))
-        self.server.mark_dirty(parked.conn)
+            results = [self.read(f) for f in fetch.fetches]
+        fetch.slot.fill(multifetch_response_parts(results))
+        self.server.mark_dirty(fetch.conn)
 
 
 class CommitWaits(Protocol):

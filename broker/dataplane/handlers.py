@@ -119,7 +119,7 @@ class RequestHandlers:
 
     def _pick_partition(self, topic: str) -> int:
         if self.replicas is not None and self.replicas.holds_topic(topic):
-            led = sorted(p for (t, p), r in self.replicas.replicas.items() if t == topic and r.leader_state is not None)
+            led = self.replicas.led_partitions(topic)
             if not led:
                 raise NotLeaderForPartition(f"broker {self.replicas.broker_id} leads no partition of {topic!r}")
             counter = self._round_robin.setdefault(topic, itertools.count())

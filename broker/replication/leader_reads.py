@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from rill.broker.dataplane.purgatory import Parked, Purgatory
 from rill.broker.dataplane.server_connection import Connection, Slot
 from rill.broker.dataplane.storage import Loop
 from rill.broker.log.results import FileSlice
@@ -31,7 +32,6 @@ from rill.broker.replication.divergence import epoch_span, leader_divergence
 from rill.broker.replication.replica import Replica
 from rill.broker.replication.replica_manager import ReplicaManager
 from rill.client.errors import BrokerError, ErrorCode
-from rill.client.net.timer_heap import Timer
 from rill.client.protocol.replica_fetch import (NO_EPOCH, ReplicaFetchBlock, ReplicaFetchPartition,
                                                 ReplicaFetchRequest, replica_fetch_response_parts)
 
@@ -53,13 +53,12 @@ def _error(code: int, hw: int = -1, start: int = -1) -> _Answer:
     return _Answer(ReplicaFetchBlock(code, hw, start, NO_EPOCH, NO_EPOCH, NO_EPOCH, _EMPTY), None)
 
 
-class _Parked:
-    __slots__ = ("conn", "slot", "request", "timer", "done")
+class _Fetch(NamedTuple):
+    """A parked REPLICA_FETCH: where to answer it, and the request."""
 
-    def __init__(self, conn: Connection, slot: Slot, request: ReplicaFetchRequest) -> None:
-        self.conn, self.slot, self.request = conn, slot, request
-        self.timer: Timer | None = None
-        self.done = False
+    conn: Connection
+    slot: Slot
+    request: ReplicaFetchRequest
 
 
 class LeaderReads:
@@ -69,7 +68,7 @@ class LeaderReads:
         self.manager = manager
         self.loop = loop
         self.max_wait_ms = max_wait_ms
-        self._waiting: dict[tuple[str, int], list[_Parked]] = {}
+        self._parked: Purgatory[_Fetch] = Purgatory(loop)
         manager.on_role_change.append(self.wake)
         manager.on_high_watermark.append(self.wake)  # followers learn the new HW without waiting
 
@@ -83,10 +82,8 @@ class LeaderReads:
         if wait_ms == 0 or self._satisfied(answers, request.min_bytes):
             return Slot(replica_fetch_response_parts([(a.block, a.data) for a in answers]))
         slot = Slot()
-        parked = _Parked(conn, slot, request)
-        for p in request.partitions:
-            self._waiting.setdefault((p.topic, p.partition), []).append(parked)
-        parked.timer = self.loop.call_later(wait_ms / 1000.0, lambda: self._complete(parked))
+        self._parked.park(_Fetch(conn, slot, request), [(p.topic, p.partition) for p in request.partitions],
+                          wait_ms, self._complete)
         return slot
 
     @staticmethod
@@ -96,32 +93,25 @@ class LeaderReads:
 
     def wake(self, topic: str, partition: int) -> None:
         """Something changed for a partition (an append, a new HW, a role): re-check its parked fetches."""
-        for parked in list(self._waiting.get((topic, partition), ())):
-            if parked.done:
+        for parked in self._parked.waiting((topic, partition)):
+            fetch = parked.request
+            if fetch.conn.closed:
+                self._complete(parked)
                 continue
-            answers = [self._answer(parked.request.replica_id, p, record=False) for p in parked.request.partitions]
-            if parked.conn.closed or self._satisfied(answers, parked.request.min_bytes):
+            answers = [self._answer(fetch.request.replica_id, p, record=False) for p in fetch.request.partitions]
+            if self._satisfied(answers, fetch.request.min_bytes):
                 self._complete(parked, answers)
 
-    def _complete(self, parked: _Parked, answers: list[_Answer] | None = None) -> None:
-        if parked.done:
+    def _complete(self, parked: Parked[_Fetch], answers: list[_Answer] | None = None) -> None:
+        if not self._parked.take(parked):
             return
-        parked.done = True
-        if parked.timer is not None:
-            parked.timer.cancel()
-        for p in parked.request.partitions:
-            key = (p.topic, p.partition)
-            waiters = self._waiting.get(key)
-            if waiters and parked in waiters:
-                waiters.remove(parked)
-                if not waiters:
-                    del self._waiting[key]
-        if parked.conn.closed:
+        fetch = parked.request
+        if fetch.conn.closed:
             return
         if answers is None:
-            answers = [self._answer(parked.request.replica_id, p, record=False) for p in parked.request.partitions]
-        parked.slot.fill(replica_fetch_response_parts([(a.block, a.data) for a in answers]))
-        self.loop.mark_dirty(parked.conn)
+            answers = [self._answer(fetch.request.replica_id, p, record=False) for p in fetch.request.partitions]
+        fetch.slot.fill(replica_fetch_response_parts([(a.block, a.data) for a in answers]))
+        self.loop.mark_dirty(fetch.conn)
 
     # -- one partition ---------------------------------------------------------------------
 

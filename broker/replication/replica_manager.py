@@ -85,6 +85,7 @@ class ReplicaManager:
         self.clock = clock
         self.controller_epoch = -1
         self.replicas: dict[Key, Replica] = {key: Replica(log_, broker_id) for key, log_ in store.replicas().items()}
+        self._held_topics = {topic for topic, _ in self.replicas}  # topics with a replica here (O(1) lookups)
         self.brokers: dict[int, rq.BrokerInfo] = {}
         self.partition_leaders: dict[str, dict[int, int]] = {}
         """topic -> partition -> leader (-1: none) of every replicated partition the controller described."""
@@ -147,6 +148,7 @@ class ReplicaManager:
         for key, log_ in self.store.replicas().items():
             if key not in self.replicas:
                 self.replicas[key] = Replica(log_, self.broker_id)
+                self._held_topics.add(key[0])
         for role in roles:
             if self.broker_id not in role.replicas:
                 continue  # described for metadata only
@@ -287,11 +289,15 @@ class ReplicaManager:
         """Every replicated topic the controller described. Any thread."""
         return list(self.partition_leaders)
 
+    def led_partitions(self, topic: str) -> list[int]:
+        """The partitions of ``topic`` this broker leads, as the controller last said. Any thread."""
+        return sorted(p for p, leader in self.partition_leaders.get(topic, {}).items() if leader == self.broker_id)
+
     def holds_topic(self, topic: str) -> bool:
         """Whether a replicated topic of this name is known here, from the controller or from ZooKeeper's
         registry (it is never auto-created the 0.7 way: a produce racing its creation must not make a
         0.7 topic of that name on this broker)."""
-        if topic in self.partition_leaders or any(t == topic for t, _ in self.replicas):
+        if topic in self.partition_leaders or topic in self._held_topics:
             return True
         return self.registry is not None and topic in self.registry.snapshot.replicated_topics
 
