@@ -21,19 +21,29 @@ from typing import Any
 class SpawnedBroker:
     """One broker process on ``data_dir`` with ``settings`` (``--set KEY=VALUE`` each)."""
 
-    def __init__(self, data_dir: str, settings: dict[str, Any] | None = None) -> None:
+    def __init__(self, data_dir: str, settings: dict[str, Any] | None = None, *,
+                 zookeeper: str | None = None, broker_id: int | None = None) -> None:
         self.data_dir = data_dir
         self.settings = settings or {}
+        self.zookeeper = zookeeper
+        self.broker_id = broker_id
         self.proc: subprocess.Popen[bytes] | None = None
         self.port = 0
-        self.log_path = f"{data_dir}.broker-{time.time_ns()}.log"
+        self.grpc_port = 0
+        self.log_path = ""
 
     def start(self, timeout: float = 600.0) -> float:
-        """Start it; return the seconds until it served (its ``broker.ready`` line)."""
+        """Start it (again, after a stop, on the same data); return the seconds until it served (its
+        ``broker.ready`` line). Each start logs to a file of its own (``log_path``)."""
         args = [sys.executable, "-m", "rill.broker.main", "--data-dir", self.data_dir, "--port", "0",
                 "--grpc-port", "0", "--host", "127.0.0.1", "--log-format", "json"]
+        if self.zookeeper is not None:
+            args += ["--zookeeper", self.zookeeper]
+        if self.broker_id is not None:
+            args += ["--broker-id", str(self.broker_id)]
         for key, value in self.settings.items():
             args += ["--set", f"{key}={value}"]
+        self.log_path = f"{self.data_dir}.broker-{time.time_ns()}.log"
         started = time.monotonic()
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=log)
@@ -41,6 +51,7 @@ class SpawnedBroker:
             ready = self.event("broker.ready")
             if ready is not None:
                 self.port = int(ready["port"])
+                self.grpc_port = int(ready.get("grpc_port") or 0)
                 return time.monotonic() - started
             if self.proc.poll() is not None:
                 raise RuntimeError(f"the broker exited with {self.proc.returncode}; see {self.log_path}")

@@ -16,10 +16,15 @@ One module per harness, named for what it measures:
   ``rebalance-modes``, the native coordinator against ZooKeeper (0.7) mode in one run.
 - :mod:`.broker_limits`: ``connections``, ``large-requests``, ``partitions`` and
   ``scrub``, on brokers of their own.
+- :mod:`.replication`, :mod:`.failover` and :mod:`.elections`: ``replication`` (acks=all
+  against acks=append, replication lag, acks=all latency), ``failover`` (unavailability
+  after kill -9 or SIGTERM of a leader) and ``elections`` (many partitions losing a
+  broker; start-up and RSS of a broker following them), on a cluster of their own with
+  its own ZooKeeper.
 
 The harnesses share :mod:`.report` (figures as text or ``--json``, percentiles),
 :mod:`.broker_requests` (data-plane arguments, topic, pre-encoded produces),
-:mod:`.group_members`, :mod:`.commit_client` and :mod:`.mode_comparison`. Imports go one
+:mod:`.group_members`, :mod:`.commit_client`, :mod:`.mode_comparison` and :mod:`.cluster_setup`. Imports go one
 way: :mod:`.command` (the ``rill perf`` dispatcher) imports the harnesses, the harnesses
 import the shared helpers, and nothing imports back.
 

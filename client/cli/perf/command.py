@@ -12,7 +12,8 @@ from __future__ import annotations
 import argparse
 
 from rill.client.cli.perf import (broker_limits, broker_throughput, commit_modes, coordinator_calls, crc_speed,
-                                  poll_consumer, produce_latency, producer_api, rebalance, rebalance_modes)
+                                  poll_consumer, produce_latency, producer_api, rebalance, rebalance_modes,
+                                  elections, failover, replication)
 
 HARNESSES = (  # in the order ``rill perf --help`` lists their benchmarks
     broker_throughput,  # produce, consume
@@ -25,6 +26,9 @@ HARNESSES = (  # in the order ``rill perf --help`` lists their benchmarks
     commit_modes,  # commit-modes
     rebalance_modes,  # rebalance-modes
     broker_limits,  # connections, partitions, large-requests, scrub
+    replication,  # replication
+    failover,  # failover
+    elections,  # elections
 )
 
 
@@ -32,7 +36,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     """Add ``rill perf`` and every benchmark under it."""
     p = subparsers.add_parser("perf", help="benchmarks: produce, consume, latency, crc, commits, heartbeats, rebalance, "
                                               "consumer-api, e2e, producer-api, commit-modes, rebalance-modes, "
-                                              "connections, large-requests, partitions, scrub",
+                                              "connections, large-requests, partitions, scrub, replication, "
+                                              "failover, elections",
                               description="Benchmarks. Each prints its figures and the command that produced them.")
     kinds = p.add_subparsers(dest="benchmark", metavar="BENCHMARK", required=True)
     for harness in HARNESSES:

@@ -1,0 +1,274 @@
+"""``rill perf replication``: what copying every message to three brokers costs, on a cluster of its own.
+
+It starts a ZooKeeper and ``--brokers`` brokers (rill.client.cli.perf.cluster_setup) and
+creates two topics: ``replicated`` (one partition per broker, replication factor
+``--brokers``, so every broker leads one partition and follows the others) and
+``unreplicated`` (a 0.7 topic with one partition on each broker). Then:
+
+1. **Throughput**: ``rill perf producer-api --mode many`` (a process of its own) with
+   ``acks=all`` to ``replicated`` and with ``acks=append`` to ``unreplicated``,
+   alternating, ``--rounds`` times each; the ratio of the medians.
+2. **Replication lag** at half the median ``acks=all`` rate, for ``--lag-seconds``: every
+   5 ms, each replica's log end read from its files (rill's offsets are byte positions,
+   so a log's end is its last segment's base offset plus that file's size); the lag of a
+   follower is the leader's end minus its own in bytes, and in milliseconds how long
+   ago the leader first had more than the follower has now. p50, p99 and the maximum.
+3. **acks=all latency** at ``--latency-rate`` messages/s for ``--latency-seconds``: one
+   ``send`` per message on the Producer's defaults, the time from ``send`` to its
+   acknowledgement. p50, p99, p99.9.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import queue
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from rill.client.cli.common import CliError, positive_float, positive_int
+from rill.client.cli.perf.cluster_setup import add_cluster_arguments, finish, new_cluster, payloads, say
+from rill.client.cli.perf.report import percentile, report
+from rill.client.cli.spawned_cluster import SpawnedCluster
+from rill.client.producer import Producer, SendResponse
+from rill.client.simple import SimpleConsumer
+
+REPLICATED = "replicated"
+UNREPLICATED = "unreplicated"
+SAMPLE_S = 0.005
+
+
+def add_parsers(kinds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = kinds.add_parser("replication", help="a cluster of its own: acks=all (factor 3) against acks=append "
+                                             "(factor 1), replication lag, acks=all latency")
+    add_cluster_arguments(p)
+    p.add_argument("--messages", type=positive_int, default=1_000_000, metavar="N",
+                   help="messages per throughput run (default: 1000000)")
+    p.add_argument("--rounds", type=positive_int, default=3, help="throughput runs per setting (default: 3)")
+    p.add_argument("--lag-seconds", type=positive_float, default=10.0, help="length of the lag run (default: 10)")
+    p.add_argument("--latency-rate", type=positive_int, default=10_000, metavar="MSG_PER_S",
+                   help="send rate of the latency run (default: 10000)")
+    p.add_argument("--latency-seconds", type=positive_float, default=10.0,
+                   help="length of the latency run (default: 10)")
+    p.set_defaults(run=run_replication)
+
+
+def run_replication(args: argparse.Namespace) -> int:
+    cluster = new_cluster(args)
+    try:
+        say(args, f"starting ZooKeeper and {args.brokers} brokers under {cluster.work}")
+        cluster.start()
+        cluster.create_topic(REPLICATED, args.brokers, args.brokers)
+        for broker in cluster.live():
+            with SimpleConsumer("127.0.0.1", broker.port, timeout=30) as client:
+                client.create_topic(UNREPLICATED, 1)
+        rounds = throughput_rounds(args, cluster)
+        all_rate = statistics.median(r["acks_all"] for r in rounds)
+        append_rate = statistics.median(r["acks_append"] for r in rounds)
+        say(args, f"replication lag at {all_rate / 2:,.0f} messages/s (half the acks=all median)")
+        lag = replication_lag(args, cluster, all_rate / 2)
+        say(args, f"acks=all latency at {args.latency_rate:,} messages/s")
+        latency = acks_all_latency(args, cluster)
+    finally:
+        finish(args, cluster)
+    result = {"benchmark": "replication", "brokers": args.brokers, "message_size": args.message_size,
+              "rounds": rounds, "acks_all_median": all_rate, "acks_append_median": append_rate,
+              "ratio": all_rate / append_rate, "lag": lag, "latency": latency}
+    lines = [f"rill perf replication: {args.brokers} brokers, {args.message_size} B messages",
+             f"  throughput, acks=all (factor {args.brokers}) against acks=append (factor 1), "
+             f"{args.messages:,} messages per run:"]
+    lines += [f"    round {i + 1}: {r['acks_all']:,.0f} against {r['acks_append']:,.0f} messages/s: "
+              f"{r['acks_all'] / r['acks_append']:.2f}" for i, r in enumerate(rounds)]
+    lines += [f"    medians {all_rate:,.0f} against {append_rate:,.0f} messages/s: ratio {result['ratio']:.2f}",
+              f"  replication lag at {lag['rate']:,.0f} messages/s ({lag['samples']:,} samples of every follower): "
+              f"bytes p50 {lag['bytes_p50']:,} p99 {lag['bytes_p99']:,} max {lag['bytes_max']:,}; "
+              f"ms p50 {lag['ms_p50']:.1f} p99 {lag['ms_p99']:.1f} max {lag['ms_max']:.1f}",
+              f"  acks=all latency at {latency['rate']:,} messages/s ({latency['messages']:,} messages, "
+              f"linger.ms={latency['linger_ms']:g}): p50 {latency['p50_ms']:.2f} ms, p99 {latency['p99_ms']:.2f} ms, "
+              f"p99.9 {latency['p999_ms']:.2f} ms, max {latency['max_ms']:.2f} ms"]
+    report(args, result, lines)
+    return 0
+
+
+# ---------------------------------------------------------------- throughput
+
+
+def throughput_rounds(args: argparse.Namespace, cluster: SpawnedCluster) -> list[dict[str, float]]:
+    """acks=all to the replicated topic and acks=append to the 0.7 one, alternating."""
+    rounds = []
+    for i in range(args.rounds):
+        row = {}
+        for key, topic, acks in (("acks_all", REPLICATED, "all"), ("acks_append", UNREPLICATED, "append")):
+            row[key] = _producer_api(args, cluster, topic, acks)
+            say(args, f"  round {i + 1}: {topic} acks={acks}: {row[key]:,.0f} messages/s")
+        rounds.append(row)
+    return rounds
+
+
+def _producer_api(args: argparse.Namespace, cluster: SpawnedCluster, topic: str, acks: str) -> float:
+    command = [sys.executable, "-m", "rill.client.cli.main", "perf", "producer-api", "-b", cluster.any_live().address,
+               "-t", topic, "--acks", acks, "--mode", "many", "--messages", str(args.messages),
+               "--message-size", str(args.message_size), "--json", "-q"]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise CliError(f"rill perf producer-api failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    return float(figures["runs"][0]["messages_per_s"])
+
+
+# ---------------------------------------------------------------- pacing
+
+
+def paced(rate: float, seconds: float) -> Iterator[int]:
+    """How many messages are due now, to send ``rate`` per second for ``seconds``."""
+    started = time.perf_counter()
+    sent = 0
+    while True:
+        elapsed = time.perf_counter() - started
+        if elapsed >= seconds:
+            return
+        due = int(rate * elapsed) - sent
+        if due <= 0:
+            time.sleep(min(0.0005, max(0.0, (sent + 1) / rate - elapsed)))
+            continue
+        yield due
+        sent += due
+
+
+def _producer(cluster: SpawnedCluster) -> Producer:
+    return Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "client.id": "rill-perf"})
+
+
+# ---------------------------------------------------------------- lag
+
+
+class LogEnds(threading.Thread):
+    """Samples every replica's log end from its files, every ``SAMPLE_S``, until stopped."""
+
+    def __init__(self, cluster: SpawnedCluster, topic: str) -> None:
+        super().__init__(name="rill-perf-log-ends", daemon=True)
+        self.leaders = cluster.leaders(topic)
+        self.dirs = {p: {b.broker_id: os.path.join(b.data_dir, f"{topic}-{p}") for b in cluster.live()}
+                     for p in self.leaders}
+        self.history: dict[int, tuple[list[float], list[int]]] = {p: ([], []) for p in self.leaders}
+        self.lag_bytes: list[int] = []
+        self.lag_ms: list[float] = []
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.wait(SAMPLE_S):
+            for p, leader in self.leaders.items():
+                followers = {b: log_end(d) for b, d in self.dirs[p].items() if b != leader}
+                now = time.perf_counter()
+                end = log_end(self.dirs[p][leader])
+                times, ends = self.history[p]
+                times.append(now)
+                ends.append(end)
+                for follower_end in followers.values():
+                    self.lag_bytes.append(max(0, end - follower_end))
+                    self.lag_ms.append(_behind_ms(times, ends, follower_end, now))
+
+
+def _behind_ms(times: list[float], ends: list[int], follower_end: int, now: float) -> float:
+    """How long ago the leader first had more than ``follower_end`` (0: it has no more now)."""
+    if ends[-1] <= follower_end:
+        return 0.0
+    lo, hi = 0, len(ends) - 1  # the first sample whose end is past the follower's (ends never shrink here)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if ends[mid] > follower_end:
+            hi = mid
+        else:
+            lo = mid + 1
+    return (now - times[lo]) * 1000
+
+
+def log_end(directory: str) -> int:
+    """A partition's log end from its files: its last segment's base offset plus that file's size."""
+    try:
+        last = max(name for name in os.listdir(directory) if name.endswith(".log"))
+        return int(last[:-4]) + os.stat(os.path.join(directory, last)).st_size
+    except (OSError, ValueError):
+        return 0
+
+
+def replication_lag(args: argparse.Namespace, cluster: SpawnedCluster, rate: float) -> dict[str, Any]:
+    pool = payloads(args.message_size)
+    sampler = LogEnds(cluster, REPLICATED)
+    sent, chunk = 0, []
+    with _producer(cluster) as producer:
+        producer.send(REPLICATED, b"warm-up").get_offset(timeout=30)
+        sampler.start()
+        for due in paced(rate, args.lag_seconds):
+            for _ in range(due):
+                chunk.append(pool[sent % len(pool)])
+                sent += 1
+            producer.send_many(REPLICATED, chunk)
+            chunk = []
+        producer.flush()
+    sampler.stopped.set()
+    sampler.join()
+    by_bytes, by_ms = sorted(sampler.lag_bytes), sorted(sampler.lag_ms)
+    return {"rate": rate, "messages": sent, "samples": len(by_bytes),
+            "bytes_p50": percentile(by_bytes, 0.5), "bytes_p99": percentile(by_bytes, 0.99), "bytes_max": by_bytes[-1],
+            "ms_p50": _pct(by_ms, 0.5), "ms_p99": _pct(by_ms, 0.99), "ms_max": by_ms[-1]}
+
+
+def _pct(sorted_values: list[float], q: float) -> float:
+    return sorted_values[min(len(sorted_values) - 1, max(0, int(q * len(sorted_values) + 0.999999) - 1))]
+
+
+# ---------------------------------------------------------------- latency
+
+
+def acks_all_latency(args: argparse.Namespace, cluster: SpawnedCluster) -> dict[str, Any]:
+    """One waiter per partition takes the responses in the order they were sent: a partition's batches
+    are acknowledged in order, so each is timed when it is done, not behind another partition's."""
+    pool = payloads(args.message_size)
+    latencies: list[float] = []
+    errors: list[BaseException] = []
+
+    def wait_all(pending: queue.SimpleQueue[tuple[float, SendResponse] | None]) -> None:
+        while (item := pending.get()) is not None:
+            sent_at, response = item
+            error = response.get_error(timeout=60)
+            latencies.append(time.perf_counter() - sent_at)
+            if error is not None:
+                errors.append(error)
+
+    queues: dict[int | None, queue.SimpleQueue[tuple[float, SendResponse] | None]] = {}
+    waiters = []
+    with _producer(cluster) as producer:
+        producer.send(REPLICATED, b"warm-up").get_offset(timeout=30)
+        linger_ms = producer.config["linger.ms"]
+        n = 0
+        for due in paced(args.latency_rate, args.latency_seconds):
+            for _ in range(due):
+                sent_at = time.perf_counter()
+                response = producer.send(REPLICATED, pool[n % len(pool)])
+                pending = queues.get(response.partition)
+                if pending is None:
+                    pending = queues[response.partition] = queue.SimpleQueue()
+                    waiters.append(threading.Thread(target=wait_all, args=(pending,), daemon=True,
+                                                    name=f"rill-perf-acks-{response.partition}"))
+                    waiters[-1].start()
+                pending.put((sent_at, response))
+                n += 1
+        for pending in queues.values():
+            pending.put(None)
+        for waiter in waiters:
+            waiter.join()
+    if errors:
+        raise CliError(f"{len(errors)} of {n} acks=all sends failed: {errors[0]!r}")
+    ms = sorted(x * 1000 for x in latencies)
+    return {"rate": args.latency_rate, "messages": n, "linger_ms": linger_ms, "p50_ms": _pct(ms, 0.5),
+            "p99_ms": _pct(ms, 0.99), "p999_ms": _pct(ms, 0.999), "max_ms": ms[-1]}
+
+
+__all__ = ["add_parsers", "log_end", "run_replication"]
