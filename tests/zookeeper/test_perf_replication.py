@@ -76,3 +76,21 @@ def test_elections_moves_every_leadership_of_a_killed_broker_and_takes_it_back(
     assert 0 < elections["controller_written_ms"] <= elections["controller_total_ms"]
     assert elections["kill_to_all_led_s"] >= 1.0  # the session had to expire first
     assert restart["start_s"] > 0 and restart["in_sync_s"] >= 0 and restart["rss_mb"] > 0
+
+
+def test_replication_phases_are_checked_before_anything_starts(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["perf", "replication", "--dir", str(tmp_path), "--phases", "lag"]) != 0
+    assert "needs the throughput runs, or --lag-rate" in capsys.readouterr().err
+    assert main(["perf", "replication", "--dir", str(tmp_path), "--phases", "speed"]) != 0
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.slow
+def test_replication_runs_only_the_phases_asked(tmp_path: Path, zk_connect: str,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    result = run_json(capsys, "replication", "--zookeeper", zk_connect, "--dir", str(tmp_path), "--phases", "lag",
+                      "--lag-rate", "2000", "--lag-seconds", "1")
+    assert result["rounds"] == [] and result["latency"] == {}
+    lag = result["lag"]
+    assert isinstance(lag, dict) and lag["rate"] == 2000 and 1500 <= lag["messages"] <= 2000

@@ -39,6 +39,7 @@ from rill.client.cli.spawned_cluster import SpawnedCluster
 from rill.client.producer import Producer, SendResponse
 from rill.client.simple import SimpleConsumer
 
+PHASES = ("throughput", "lag", "latency")
 REPLICATED = "replicated"
 UNREPLICATED = "unreplicated"
 SAMPLE_S = 0.005
@@ -51,6 +52,10 @@ def add_parsers(kinds: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     p.add_argument("--messages", type=positive_int, default=1_000_000, metavar="N",
                    help="messages per throughput run (default: 1000000)")
     p.add_argument("--rounds", type=positive_int, default=3, help="throughput runs per setting (default: 3)")
+    p.add_argument("--phases", default="throughput,lag,latency",
+                   help="which to run, comma-separated (default: throughput,lag,latency)")
+    p.add_argument("--lag-rate", type=positive_int, default=None, metavar="MSG_PER_S",
+                   help="send rate of the lag run (default: half the median acks=all throughput)")
     p.add_argument("--lag-seconds", type=positive_float, default=10.0, help="length of the lag run (default: 10)")
     p.add_argument("--latency-rate", type=positive_int, default=10_000, metavar="MSG_PER_S",
                    help="send rate of the latency run (default: 10000)")
@@ -60,7 +65,15 @@ def add_parsers(kinds: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def run_replication(args: argparse.Namespace) -> int:
+    phases = {p.strip() for p in args.phases.split(",") if p.strip()}
+    if not phases or phases - set(PHASES):
+        raise CliError(f"--phases: choose from {', '.join(PHASES)}")
+    if "lag" in phases and "throughput" not in phases and args.lag_rate is None:
+        raise CliError("--phases: the lag run needs the throughput runs, or --lag-rate")
     cluster = new_cluster(args)
+    rounds: list[dict[str, float]] = []
+    lag: dict[str, Any] = {}
+    latency: dict[str, Any] = {}
     try:
         say(args, f"starting ZooKeeper and {args.brokers} brokers under {cluster.work}")
         cluster.start()
@@ -68,30 +81,37 @@ def run_replication(args: argparse.Namespace) -> int:
         for broker in cluster.live():
             with SimpleConsumer("127.0.0.1", broker.port, timeout=30) as client:
                 client.create_topic(UNREPLICATED, 1)
-        rounds = throughput_rounds(args, cluster)
-        all_rate = statistics.median(r["acks_all"] for r in rounds)
-        append_rate = statistics.median(r["acks_append"] for r in rounds)
-        say(args, f"replication lag at {all_rate / 2:,.0f} messages/s (half the acks=all median)")
-        lag = replication_lag(args, cluster, all_rate / 2)
-        say(args, f"acks=all latency at {args.latency_rate:,} messages/s")
-        latency = acks_all_latency(args, cluster)
+        if "throughput" in phases:
+            rounds = throughput_rounds(args, cluster)
+        if "lag" in phases:
+            rate = args.lag_rate or statistics.median(r["acks_all"] for r in rounds) / 2
+            say(args, f"replication lag at {rate:,.0f} messages/s")
+            lag = replication_lag(args, cluster, rate)
+        if "latency" in phases:
+            say(args, f"acks=all latency at {args.latency_rate:,} messages/s")
+            latency = acks_all_latency(args, cluster)
     finally:
         finish(args, cluster)
-    result = {"benchmark": "replication", "brokers": args.brokers, "message_size": args.message_size,
-              "rounds": rounds, "acks_all_median": all_rate, "acks_append_median": append_rate,
-              "ratio": all_rate / append_rate, "lag": lag, "latency": latency}
-    lines = [f"rill perf replication: {args.brokers} brokers, {args.message_size} B messages",
-             f"  throughput, acks=all (factor {args.brokers}) against acks=append (factor 1), "
-             f"{args.messages:,} messages per run:"]
-    lines += [f"    round {i + 1}: {r['acks_all']:,.0f} against {r['acks_append']:,.0f} messages/s: "
-              f"{r['acks_all'] / r['acks_append']:.2f}" for i, r in enumerate(rounds)]
-    lines += [f"    medians {all_rate:,.0f} against {append_rate:,.0f} messages/s: ratio {result['ratio']:.2f}",
-              f"  replication lag at {lag['rate']:,.0f} messages/s ({lag['samples']:,} samples of every follower): "
-              f"bytes p50 {lag['bytes_p50']:,} p99 {lag['bytes_p99']:,} max {lag['bytes_max']:,}; "
-              f"ms p50 {lag['ms_p50']:.1f} p99 {lag['ms_p99']:.1f} max {lag['ms_max']:.1f}",
-              f"  acks=all latency at {latency['rate']:,} messages/s ({latency['messages']:,} messages, "
-              f"linger.ms={latency['linger_ms']:g}): p50 {latency['p50_ms']:.2f} ms, p99 {latency['p99_ms']:.2f} ms, "
-              f"p99.9 {latency['p999_ms']:.2f} ms, max {latency['max_ms']:.2f} ms"]
+    result: dict[str, Any] = {"benchmark": "replication", "brokers": args.brokers, "message_size": args.message_size,
+                              "rounds": rounds, "lag": lag, "latency": latency}
+    lines = [f"rill perf replication: {args.brokers} brokers, {args.message_size} B messages"]
+    if rounds:
+        all_rate = statistics.median(r["acks_all"] for r in rounds)
+        append_rate = statistics.median(r["acks_append"] for r in rounds)
+        result.update(acks_all_median=all_rate, acks_append_median=append_rate, ratio=all_rate / append_rate)
+        lines += [f"  throughput, acks=all (factor {args.brokers}) against acks=append (factor 1), "
+                  f"{args.messages:,} messages per run:"]
+        lines += [f"    round {i + 1}: {r['acks_all']:,.0f} against {r['acks_append']:,.0f} messages/s: "
+                  f"{r['acks_all'] / r['acks_append']:.2f}" for i, r in enumerate(rounds)]
+        lines += [f"    medians {all_rate:,.0f} against {append_rate:,.0f} messages/s: ratio {result['ratio']:.2f}"]
+    if lag:
+        lines += [f"  replication lag at {lag['rate']:,.0f} messages/s ({lag['samples']:,} samples of every "
+                  f"follower): bytes p50 {lag['bytes_p50']:,} p99 {lag['bytes_p99']:,} max {lag['bytes_max']:,}; "
+                  f"ms p50 {lag['ms_p50']:.1f} p99 {lag['ms_p99']:.1f} max {lag['ms_max']:.1f}"]
+    if latency:
+        lines += [f"  acks=all latency at {latency['rate']:,} messages/s ({latency['messages']:,} messages, "
+                  f"linger.ms={latency['linger_ms']:g}): p50 {latency['p50_ms']:.2f} ms, "
+                  f"p99 {latency['p99_ms']:.2f} ms, p99.9 {latency['p999_ms']:.2f} ms, max {latency['max_ms']:.2f} ms"]
     report(args, result, lines)
     return 0
 
@@ -143,6 +163,14 @@ def paced(rate: float, seconds: float) -> Iterator[int]:
 
 def _producer(cluster: SpawnedCluster) -> Producer:
     return Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "client.id": "rill-perf"})
+
+
+def warm_up(producer: Producer, cluster: SpawnedCluster) -> None:
+    """One acks=all message to every partition, acknowledged: connections made, metadata known, and every
+    follower fetching (one whose first fetch came before its leader knew it leads backs off for
+    ``replica.fetch.backoff.ms``, and acks=all waits for it meanwhile)."""
+    for response in [producer.send(REPLICATED, b"warm-up", partition=p) for p in range(len(cluster.brokers))]:
+        response.get_offset(timeout=60)
 
 
 # ---------------------------------------------------------------- lag
@@ -203,7 +231,7 @@ def replication_lag(args: argparse.Namespace, cluster: SpawnedCluster, rate: flo
     sampler = LogEnds(cluster, REPLICATED)
     sent, chunk = 0, []
     with _producer(cluster) as producer:
-        producer.send(REPLICATED, b"warm-up").get_offset(timeout=30)
+        warm_up(producer, cluster)
         sampler.start()
         for due in paced(rate, args.lag_seconds):
             for _ in range(due):
@@ -245,7 +273,7 @@ def acks_all_latency(args: argparse.Namespace, cluster: SpawnedCluster) -> dict[
     queues: dict[int | None, queue.SimpleQueue[tuple[float, SendResponse] | None]] = {}
     waiters = []
     with _producer(cluster) as producer:
-        producer.send(REPLICATED, b"warm-up").get_offset(timeout=30)
+        warm_up(producer, cluster)
         linger_ms = producer.config["linger.ms"]
         n = 0
         for due in paced(args.latency_rate, args.latency_seconds):
