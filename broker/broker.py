@@ -22,6 +22,7 @@ from rill.broker.cluster.replica_control_servicer import ReplicaControlClient, R
 from rill.broker.cluster.replica_control_servicer import registration as replica_control_registration
 from rill.broker.cluster.coordinator_host import CoordinatorHost, advertised_host
 from rill.broker.cluster.registration import ZkRegistration
+from rill.broker.cluster.replicated_topic_creator import ReplicatedTopicCreator
 from rill.broker.config import BrokerConfig
 from rill.broker.dataplane.handlers import RequestHandlers
 from rill.broker.dataplane.server import BrokerServer
@@ -84,6 +85,7 @@ class Broker:
         self.server.handle = self.handlers
         self.zookeeper: ZkRegistration | None = None
         self.registry: RegistryView | None = None  # the cluster as ZooKeeper lists it (with zookeeper.connect)
+        self.replicated_creator: ReplicatedTopicCreator | None = None  # default.replication.factor != 1 in a cluster
         if config["zookeeper.connect"]:
             try:
                 self._start_zookeeper(config)
@@ -120,6 +122,11 @@ class Broker:
         self.controller.start()
         self.coordination.join_cluster(registration.zk, registry)
         self.cluster.registry = registry
+        if config["default.replication.factor"] != 1:  # the data plane creates replicated topics (Kafka's way)
+            self.replicated_creator = ReplicatedTopicCreator(registration.zk, registry,
+                                                             config["default.replication.factor"],
+                                                             config["num.partitions"])
+            self.handlers.topics.replicated_creation = self.replicated_creator
 
     def _on_topic_created(self, topic: str, partitions: int) -> None:
         """A new topic (any creator, any thread): only posts work to the coordinator and ZooKeeper threads."""
@@ -182,6 +189,8 @@ class Broker:
         if self.controller is not None:
             self.controller.close()  # another broker takes over at once
         self.coordination.leave_cluster()  # groups' final state to ZooKeeper while the session is up
+        if self.replicated_creator is not None:
+            self.replicated_creator.close()  # the creation under way ends while the session is up
         if self.registry is not None:
             self.registry.close()
         if self.zookeeper is not None:

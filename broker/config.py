@@ -46,7 +46,9 @@ KEYS: tuple[Key, ...] = (
         "Most segment and index files kept open at once (a least-recently-used cache): descriptors do not grow "
         "with partitions. Files of data not yet fsynced stay open until synced, so this is a soft bound."),
     Key("log.open.files.idle.ms", int, 600_000, "Close a cached segment or index file unused for this long."),
-    Key("auto.create.topics.enable", bool, True, "Create a topic on first produce (Kafka 0.7 behaviour)."),
+    Key("auto.create.topics.enable", bool, True,
+        "Create a topic on first produce (Kafka 0.7 behaviour); in a cluster with default.replication.factor "
+        "above 1, a replicated topic of that factor."),
     Key("log.segment.bytes", int, 1024 ** 3, "Size at which the active segment rolls."),
     Key("log.roll.hours", float, 168.0, "Age at which the active segment rolls."),
     Key("log.flush.interval.messages", int, 10_000, "fsync a partition after this many messages."),
@@ -121,7 +123,8 @@ KEYS: tuple[Key, ...] = (
         "Bytes a follower asks for per partition and fetch (at least one whole message is always sent)."),
     Key("replica.fetch.backoff.ms", int, 1000, "How long a follower waits before fetching a partition again after an error."),
     Key("default.replication.factor", int, 1,
-        "Replicas of a topic created without a replication factor (1: a Kafka 0.7-style topic on one broker)."),
+        "Replicas of a topic created without a replication factor (1: a Kafka 0.7-style topic on one broker); "
+        "with zookeeper.connect also of topics made by CREATE_TOPIC and auto-creation."),
     Key("unclean.leader.election.enable", bool, False,
         "Replicated topics: let the controller elect a replica that is not in sync when no in-sync replica is "
         "alive (availability over committed data); per topic in the topic's config."),

@@ -24,7 +24,8 @@ Hierarchy::
     │   ├── FencedLeaderEpoch       (17) the request's leader epoch is older than the broker's
     │   ├── UnknownLeaderEpoch      (18) the request's leader epoch is newer than the broker's
     │   ├── OffsetNotAvailable      (19) a new leader's high watermark has not reached its epoch yet
-    │   └── InvalidReplicationFactor (20) a replication factor outside 1 .. live brokers
+    │   ├── InvalidReplicationFactor (20) a replication factor outside 1 .. live brokers
+    │   └── LeaderNotAvailable      (21) the partition has no leader yet (a topic being created; retriable)
     ├── CorruptMessageError         a fetched message failed its CRC check
     └── ConnectionClosed            the peer closed the connection
 
@@ -61,6 +62,7 @@ class ErrorCode(IntEnum):
     UNKNOWN_LEADER_EPOCH = 18
     OFFSET_NOT_AVAILABLE = 19
     INVALID_REPLICATION_FACTOR = 20
+    LEADER_NOT_AVAILABLE = 21
 
 
 class RillError(Exception):
@@ -206,6 +208,19 @@ class InvalidReplicationFactor(BrokerError):
     """Code 20. A replication factor below 1 or above the number of live brokers."""
 
     code = ErrorCode.INVALID_REPLICATION_FACTOR
+    meaning = ("a replication factor below 1 or above the live brokers (for a topic the broker creates: "
+               "its default.replication.factor)")
+
+
+class LeaderNotAvailable(BrokerError):
+    """Code 21. The partition has no leader yet: its replicated topic is being created (the
+    broker auto-created it, Kafka's LEADER_NOT_AVAILABLE) or the controller has not told this
+    broker its leaders. Nothing was written; refresh metadata and retry."""
+
+    code = ErrorCode.LEADER_NOT_AVAILABLE
+    invalid_metadata = True
+    retriable = True
+    meaning = "the partition has no leader yet (a topic being created): nothing was written; refresh metadata"
 
 
 class CorruptMessageError(RillError):
@@ -223,7 +238,7 @@ _BY_CODE: dict[int, type[BrokerError]] = {
         MessageTooLarge, InvalidTopic, InvalidOffset, UnknownTopic, RequestTimedOut,
         StorageError, InvalidRequest, InvalidPartitions, PartitionLimitReached, NotLeaderForPartition,
         NotEnoughReplicas, NotEnoughReplicasAfterAppend, FencedLeaderEpoch, UnknownLeaderEpoch,
-        OffsetNotAvailable, InvalidReplicationFactor,
+        OffsetNotAvailable, InvalidReplicationFactor, LeaderNotAvailable,
     )
 }
 

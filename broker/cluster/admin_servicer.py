@@ -32,6 +32,7 @@ from rill.broker.cluster.cluster_view import ClusterView
 from rill.broker.cluster.log_catalog import REMOTE_TIMEOUT_S, LogCatalog
 from rill.broker.cluster.partition_states import TopicExists, read_states, read_topic
 from rill.broker.cluster.replicated_topics import create_topic as create_replicated_topic
+from rill.broker.cluster.replicated_topics import replica_brokers
 from rill.broker.log.manager import LogManager
 from rill.client.errors import (BrokerError, ConnectionClosed, InvalidPartitions, InvalidReplicationFactor,
                                 InvalidTopic, PartitionLimitReached, RillError, StorageError)
@@ -166,7 +167,7 @@ class AdminServicer(apb_grpc.AdminServicer):
                 error_code=pb.INVALID_REPLICATION_FACTOR,
                 error_message=f"replication factor {factor} larger than available brokers 1 "
                               "(this broker is not in a cluster: set zookeeper.connect to replicate)")
-        live = sorted(b.broker_id for b in registry.snapshot.brokers.values() if b.grpc_port > 0)
+        live = replica_brokers(registry.snapshot)
         try:
             create_replicated_topic(zk, request.topic, request.partitions, factor, dict(request.config), live)
         except (BrokerError, TopicExists) as exc:

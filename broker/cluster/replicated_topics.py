@@ -25,11 +25,11 @@ from rill.broker.cluster.partition_states import create_replicated_topic
 from rill.broker.cluster.replica_assignment import assign_replicas
 from rill.client.errors import InvalidPartitions
 from rill.client.topic_names import validate_topic
-from rill.client.zookeeper.registry import IDS_PATH
+from rill.client.zookeeper.registry import IDS_PATH, ClusterSnapshot
 from rill.client.zookeeper.replica_layout import (CONTROLLER_EPOCH_PATH, PartitionState, TopicReplicas,
                                                   decode_controller_epoch)
 
-__all__ = ["MAX_REPLICATED_PARTITIONS", "create_topic", "read_broker_epoch"]
+__all__ = ["MAX_REPLICATED_PARTITIONS", "create_topic", "read_broker_epoch", "replica_brokers"]
 
 MAX_REPLICATED_PARTITIONS = 3_000
 
@@ -65,6 +65,11 @@ def create_topic(zk: KazooClient, topic: str, partitions: int, replication_facto
     states = {p: PartitionState(r[0], 0, r, epoch) for p, r in enumerate(replicas.replicas)}
     create_replicated_topic(zk, topic, replicas, states, None)
     return replicas
+
+
+def replica_brokers(snapshot: ClusterSnapshot) -> list[int]:
+    """The live brokers that can hold replicas (they serve gRPC, so the controller can reach them), sorted."""
+    return sorted(b.broker_id for b in snapshot.brokers.values() if b.grpc_port > 0)
 
 
 def current_controller_epoch(zk: KazooClient) -> int:

@@ -51,8 +51,7 @@ class RequestHandlers:
         self.cluster = cluster
         self.replicas = replicas
         self.delayed = DelayedFetches(server, self.read)
-        self.topics = DataPlaneTopics(server, logs, auto_create,
-                                      replicated=replicas.holds_topic if replicas is not None else None)
+        self.topics = DataPlaneTopics(server, logs, auto_create, replicas=replicas)
         self.leader_reads = LeaderReads(replicas, server, max_wait_ms=max_wait_ms) if replicas is not None else None
         if replicas is not None:
             replicas.on_high_watermark.append(self.delayed.on_append)  # committed data for parked consumers

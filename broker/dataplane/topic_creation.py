@@ -13,17 +13,31 @@ never on the event loop. So:
   that failed is reported for that topic's partitions (it is not retried for the
   same request). Other connections are served throughout.
 
+In a cluster whose ``default.replication.factor`` is not 1 (a :class:`ReplicatedCreation`
+is attached), both make a *replicated* topic in ZooKeeper instead, on the creator's
+worker thread (rill.broker.cluster.replicated_topic_creator), unless the name is a
+0.7-style topic here or elsewhere in the cluster (name and count, 1 .. 3,000, are
+checked at once). CREATE_TOPIC is answered once ZooKeeper holds the topic. A produce
+waits likewise; then, as long as the controller has not told this broker the topic's
+leaders, its partitions of that topic are refused with
+:class:`~rill.client.errors.LeaderNotAvailable` (retriable, nothing written anywhere:
+the client retries with fresh metadata, as Kafka answers a freshly auto-created
+topic). So is a produce to any replicated topic whose leaders this broker has not
+heard yet.
+
 Everything here runs on the event-loop thread; completions come back through
 ``server.call_soon_threadsafe``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from concurrent.futures import Future
+from typing import Protocol
+
 from rill.broker.dataplane.server_connection import Connection, Deferred, Slot
 from rill.broker.dataplane.storage import Loop, PartitionStore
-from rill.client.errors import BrokerError, StorageError
+from rill.client.errors import BrokerError, LeaderNotAvailable, StorageError
 from rill.client.protocol import requests as rq
 from rill.client.topic_names import is_valid_topic
 
@@ -40,21 +54,67 @@ def as_broker_error(topic: str, exc: BaseException) -> BrokerError:
     return StorageError(f"creating topic {topic!r} failed: {detail}" + (f": {where}" if where else ""))
 
 
+class ReplicatedNames(Protocol):
+    """Replicated topics as this broker knows them (rill.broker.replication.replica_manager.ReplicaManager)."""
+
+    def holds_topic(self, topic: str) -> bool:
+        """Whether the name is a replicated topic (from the controller or ZooKeeper's registry)."""
+        ...
+
+    def placement(self, topic: str) -> tuple[int, ...] | None:
+        """Its partitions' leaders as the controller told this broker; None before it has."""
+        ...
+
+
+class ReplicatedCreation(Protocol):
+    """Creates replicated topics off the loop (rill.broker.cluster.replicated_topic_creator)."""
+
+    def creates(self, topic: str) -> bool:
+        """Whether an unknown ``topic`` is to be replicated (False: a 0.7-style topic elsewhere)."""
+        ...
+
+    def create_async(self, topic: str, partitions: int) -> Future[int]: ...
+
+    def ensure_async(self, topic: str) -> Future[int]: ...
+
+
+def _no_leader_yet(topic: str) -> LeaderNotAvailable:
+    return LeaderNotAvailable(f"topic {topic!r} is a new replicated topic: its leaders are not known here yet")
+
+
 class DataPlaneTopics:
-    """CREATE_TOPIC and auto-creation for the request handlers."""
+    """CREATE_TOPIC and auto-creation for the request handlers.
+
+    ``replicas``: the replicated topics (never auto-created as 0.7 topics); None: there are
+    none. :attr:`replicated_creation` is set once the broker has joined a cluster whose
+    ``default.replication.factor`` is not 1.
+    """
 
     def __init__(self, server: Loop, logs: PartitionStore, auto_create: bool, *,
-                 replicated: Callable[[str], bool] | None = None) -> None:
+                 replicas: ReplicatedNames | None = None) -> None:
         self.server = server
         self.logs = logs
         self.auto_create = auto_create
-        self.replicated = replicated
-        """Names of replicated topics (never auto-created as 0.7 topics); None: there are none."""
+        self.replicas = replicas
+        self.replicated_creation: ReplicatedCreation | None = None
+
+    def _leaders_known(self, topic: str) -> bool:
+        """Whether the controller has told this broker the leaders of replicated ``topic``."""
+        return self.replicas is not None and self.replicas.placement(topic) is not None
+
+    def _replicating(self, topic: str) -> ReplicatedCreation | None:
+        """The creator if creating ``topic`` here makes a replicated topic; None: a 0.7-style one."""
+        creation = self.replicated_creation
+        if creation is None or topic in self.logs.topics() or not creation.creates(topic):
+            return None
+        return creation
 
     def create_topic(self, conn: Connection, req: rq.CreateTopicRequest) -> Slot:
         """Answer CREATE_TOPIC: at once for an error or an existing topic, else once it is published."""
         try:
-            future: Future[int] = self.logs.create_topic_async(req.topic, req.partitions)
+            creation = self._replicating(req.topic)
+            future = (creation.create_async(req.topic, req.partitions) if creation is not None
+                      else self.logs.create_topic_async(req.topic, req.partitions))
         except BrokerError as exc:
             return Slot([rq.encode_create_topic_response(int(exc.code), self.logs.topics().get(req.topic, 0))])
         if future.done():
@@ -77,8 +137,10 @@ class DataPlaneTopics:
     def ensure(self, conn: Connection, topics: Iterable[str]) -> dict[str, BrokerError]:
         """Make sure the produce's topics exist before anything is appended.
 
-        Returns the topics that cannot be created, with the error to answer for them
-        (an invalid name or an unknown topic is left to the append, which reports it).
+        Returns the topics whose partitions are to be refused, with the error to answer
+        for them: those that cannot be created, and new replicated topics
+        (LeaderNotAvailable). An invalid name or an unknown topic is left to the append,
+        which reports it.
 
         Raises:
             Deferred: a topic is being created; the request is handled again once it is.
@@ -86,24 +148,39 @@ class DataPlaneTopics:
         if not self.auto_create:
             return _NONE
         known = self.logs.topics()
-        missing = [topic for topic in topics if topic not in known
-                   and (self.replicated is None or not self.replicated(topic))]  # never create a replicated name
+        missing = sorted({topic for topic in topics if topic not in known and is_valid_topic(topic)})
         if not missing:
             return _NONE  # the usual case: every topic exists
+        waited = {d.key: d.future for d in conn.deferrals}  # each done
         errors: dict[str, BrokerError] = {}
-        failed = {d.key: d.future.exception() for d in conn.deferrals if d.future.exception() is not None}
-        for topic in sorted(set(missing)):
-            if not is_valid_topic(topic):
-                continue
-            failure = failed.get(topic)
-            if failure is not None:  # this request waited for it already: answer, never create again
-                errors[topic] = as_broker_error(topic, failure)
-                continue
-            try:
-                future = self.logs.ensure_topic_async(topic)
-            except BrokerError as exc:
-                errors[topic] = exc
-                continue
-            if not future.done() or future.exception() is not None:
-                raise Deferred(future, topic)  # a failure is answered on the retry (it is in conn.deferrals)
+        for topic in missing:
+            error = self._ensure_one(topic, waited.get(topic))
+            if error is not None:
+                errors[topic] = error
         return errors
+
+    def _ensure_one(self, topic: str, waited: Future[int] | None) -> BrokerError | None:
+        """The error to refuse ``topic``'s partitions with, or None (created, or left to the append).
+
+        ``waited``: the creation this request already waited for (done), if any.
+
+        Raises:
+            Deferred: the topic is being created.
+        """
+        if waited is not None:  # answer, never create again for this request
+            failure = waited.exception()
+            if failure is not None:
+                return as_broker_error(topic, failure)
+            # a 0.7-style topic created is known now, so one still missing is a replicated topic
+            return None if self._leaders_known(topic) else _no_leader_yet(topic)
+        if self.replicas is not None and self.replicas.holds_topic(topic):  # never create a replicated name
+            clustered = self.replicated_creation is not None
+            return _no_leader_yet(topic) if clustered and not self._leaders_known(topic) else None
+        creation = self._replicating(topic)
+        try:
+            future = creation.ensure_async(topic) if creation is not None else self.logs.ensure_topic_async(topic)
+        except BrokerError as exc:
+            return exc
+        if not future.done() or future.exception() is not None:
+            raise Deferred(future, topic)  # a failure is answered on the retry (it is in conn.deferrals)
+        return _no_leader_yet(topic) if creation is not None else None

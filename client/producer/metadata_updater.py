@@ -10,8 +10,11 @@ it, opening one to a known broker or a bootstrap address (in turn) if none is op
 A topic the broker does not know is created by an empty acknowledged produce to its
 partition 0 (a *probe*), which makes the broker auto-create it with its own
 ``num.partitions`` (Kafka 0.7 creates topics on produce) and refuse the empty message
-set; then metadata is asked again. Messages waiting for a topic whose partitions stay
-unknown for ``request.timeout.ms``, or that the broker will not create, fail.
+set; then metadata is asked again. A probe refused with a retriable error
+(LeaderNotAvailable: in a cluster with ``default.replication.factor`` above 1 the broker
+made a replicated topic whose leaders are being elected) asks for metadata again too,
+and the topic is probed again while it stays unknown. Messages waiting for a topic whose
+partitions stay unknown for ``request.timeout.ms``, or that the broker will not create, fail.
 
 With ``zookeeper.connect``, the brokers and partitions come from a
 :class:`MetadataSource` instead (the ZooKeeper registry,
@@ -185,8 +188,9 @@ class MetadataUpdater:
         self._send(link, Kind.PROBE, [frame], now, [topic])
 
     def on_probe(self, request: InFlight, body: memoryview) -> None:
-        """The answer to a probe: the topic exists now (ask for metadata at once), or it
-        cannot be created and the messages waiting for it fail."""
+        """The answer to a probe: the topic exists now (ask for metadata at once), it is not
+        ready yet (a retriable error: ask again, after ``retry.backoff.ms``), or it cannot be
+        created and the messages waiting for it fail."""
         topic = request.topics[0]
         self._probing.discard(topic)
         error, acks = rq.decode_produce_ack_response(body)
@@ -200,6 +204,11 @@ class MetadataUpdater:
                                             "topics on produce (auto.create.topics.enable=false)")
         else:
             exc = error_for_code(code, f"creating topic {topic!r}: {error_for_code(code)}")
+            if exc.retriable:  # e.g. a replicated topic just made, whose leaders are being elected
+                log.info("producer.topic_not_ready", client_id=self.config.client_id, topic=topic, error=str(exc))
+                self.error = str(exc)
+                self.stale = True
+                return
         log.warning("producer.topic_unavailable", client_id=self.config.client_id, topic=topic, error=str(exc))
         run_callbacks(self.acc.fail_unassigned(topic, exc, forget=True), self.config.client_id)
 

@@ -97,7 +97,7 @@ def test_new_error_codes_map_to_retriable_exceptions() -> None:
     """The replication codes decode to their own classes; those a client retries say so."""
     retriable = {ErrorCode.NOT_LEADER_FOR_PARTITION, ErrorCode.NOT_ENOUGH_REPLICAS,
                  ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrorCode.FENCED_LEADER_EPOCH,
-                 ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.OFFSET_NOT_AVAILABLE}
+                 ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.OFFSET_NOT_AVAILABLE, ErrorCode.LEADER_NOT_AVAILABLE}
     for code in list(retriable) + [ErrorCode.INVALID_REPLICATION_FACTOR]:
         exc = error_for_code(int(code))
         assert exc.code == code
