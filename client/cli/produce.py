@@ -11,13 +11,14 @@ from typing import BinaryIO
 
 from rill.client.cli.common import CliError, add_broker_arguments, info, non_negative_int, positive_int, topic_name
 from rill.client.protocol.messages import CODEC_GZIP, CODEC_NONE
-from rill.client.protocol.requests import ANY_PARTITION, Acks
-from rill.client.errors import RillError
+from rill.client.protocol.requests import ANY_PARTITION, Acks, PartitionAck
+from rill.client.errors import BrokerError, RillError
 from rill.client.cluster_metadata import ClusterMetadata
 from rill.client.simple import SimpleProducer
 
 ACKS = {"append": Acks.APPEND, "fsync": Acks.FSYNC, "all": Acks.ALL, "none": None}
 CODECS = {"none": CODEC_NONE, "gzip": CODEC_GZIP}
+RETRY_BACKOFF_S = 0.1  # before asking for metadata again after a stale-metadata error (Kafka's retry.backoff.ms)
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -78,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
             if acks is None:
                 producer.send_async(args.topic, batch, number)
             else:
-                ack = producer.send(args.topic, batch, number)
+                partition, ack = send_acknowledged(router, producer, partition, number, batch)
                 per_partition[partition if partition is not None else ack.partition] += len(batch)
             count += len(batch)
             size += sum(len(m) for m in batch)
@@ -88,6 +89,23 @@ def run(args: argparse.Namespace) -> int:
     acked = "sent (unacknowledged)" if acks is None else "acknowledged"
     info(f"rill produce: {count} messages ({size} bytes) {acked} in {elapsed:.3f} s [{where}]")
     return 0
+
+
+def send_acknowledged(router: PartitionRouter, producer: SimpleProducer, partition: int | None, number: int,
+                      batch: list[bytes]) -> tuple[int | None, PartitionAck]:
+    """Send ``batch`` and wait for its acknowledgement. An error that says the metadata was stale (not the
+    leader, no leader yet, an unknown topic being created) wrote nothing: metadata is asked again and the
+    batch sent where it now says, for up to ``--timeout`` seconds (30 without one)."""
+    deadline = time.monotonic() + (router.args.timeout or 30.0)
+    while True:
+        try:
+            return partition, producer.send(router.topic, batch, number)
+        except BrokerError as exc:
+            if not exc.invalid_metadata or time.monotonic() >= deadline:
+                raise
+        time.sleep(RETRY_BACKOFF_S)
+        router.refresh()
+        producer, partition, number = router.next()
 
 
 class PartitionRouter:
@@ -103,6 +121,12 @@ class PartitionRouter:
         self.topic: str = args.topic
         self.producers: dict[tuple[str, int], SimpleProducer] = {}
         self.metadata = ClusterMetadata([args.broker], timeout=args.timeout or 10.0)
+        self.turn = 0
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Ask for the topic's metadata again and choose the partitions to send to from it."""
+        args = self.args
         try:
             self.metadata.refresh([self.topic])
         except RillError as exc:
@@ -117,7 +141,6 @@ class PartitionRouter:
             self.targets = [None]  # a new topic: the --broker creates it and picks partitions
         else:
             self.targets = [p for p in range(count) if self.metadata.leader(self.topic, p) is not None] or [None]
-        self.turn = 0
 
     def __enter__(self) -> PartitionRouter:
         return self

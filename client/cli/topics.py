@@ -88,8 +88,12 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_create(args: argparse.Namespace) -> int:
-    if args.replication_factor not in (None, 1) or args.config:
-        return run_create_replicated(args)
+    """Without ``--replication-factor`` the data plane's CREATE_TOPIC (the broker's ``default.replication.factor``,
+    as Kafka's auto-creation); with one, Admin CreateTopic, so that an explicit 1 is a Kafka 0.7 topic even where
+    the default is larger (a broker without gRPC has no other way than the data plane, and no ZooKeeper either)."""
+    if args.replication_factor is not None or args.config:
+        if args.replication_factor != 1 or args.config or _has_grpc(args):
+            return run_create_replicated(args)
     host, port = args.broker
     with SimpleConsumer(host, port, timeout=args.timeout) as client:
         partitions = client.create_topic(args.topic, args.partitions)
@@ -106,11 +110,24 @@ def run_create_replicated(args: argparse.Namespace) -> int:
             raise CliError(f"topic {args.topic} not created: {error_name(response.error_code)}: "
                            f"{response.error_message}")
         factor = response.topic.replication_factor
+        if factor <= 1 and not args.config:
+            print(f"Created topic {args.topic} with {response.topic.partition_count} partitions.")
+            return 0
         print(f"Created topic {args.topic} with {response.topic.partition_count} partitions, "
               f"replication factor {factor}.")
         if factor > 1:
             wait_for_leaders(client, args.topic, args.wait)
     return 0
+
+
+def _has_grpc(args: argparse.Namespace) -> bool:
+    if args.grpc:
+        return True
+    try:
+        args.grpc = grpc_address(args.broker, args.timeout)
+    except CliError:
+        return False
+    return True
 
 
 def grpc_address(broker: tuple[str, int], timeout: float) -> str:
