@@ -16,12 +16,18 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
+from typing import Protocol
 
 from rill.client.errors import OffsetOutOfRange
 from rill.client.protocol.requests import TIME_INDEX_MAX_ENTRIES
-from rill.client.simple import SimpleConsumer
 
-__all__ = ["AppendTimes", "PAGE_ENTRIES"]
+__all__ = ["AppendTimes", "IndexReader", "PAGE_ENTRIES"]
+
+
+class IndexReader(Protocol):
+    """What answers TIME_INDEX requests: a SimpleConsumer, or the leader-following LeaderReads."""
+
+    def time_index(self, topic: str, partition: int, offset: int, max_entries: int = ...) -> list[tuple[int, int]]: ...
 
 PAGE_ENTRIES = 8192  # entries per TIME_INDEX request: 128 KiB of answer, 32 MiB of log at 4 KiB
 
@@ -29,11 +35,11 @@ PAGE_ENTRIES = 8192  # entries per TIME_INDEX request: 128 KiB of answer, 32 MiB
 class AppendTimes:
     """Append times (microseconds since the epoch) of the messages of one partition from ``start`` on."""
 
-    def __init__(self, client: SimpleConsumer, topic: str, partition: int, start: int,
+    def __init__(self, client: IndexReader, topic: str, partition: int, start: int,
                  page_entries: int = PAGE_ENTRIES) -> None:
         self._client = client
         self._topic = topic
-        self._partition = partition  # the broker's own number for the partition
+        self._partition = partition  # the partition as ``client`` numbers it
         self._page = max(2, min(page_entries, TIME_INDEX_MAX_ENTRIES))  # 2: a page always moves on
         self._next = start  # where the next page starts (its floor entry comes back again)
         self._offsets: list[int] = []

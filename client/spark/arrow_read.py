@@ -1,6 +1,7 @@
 """The executor side of a read: one byte range of a partition into Arrow record batches.
 
-Runs inside a Spark Python worker. Each fetch answer (up to ``fetch_bytes`` of whole,
+Runs inside a Spark Python worker. Fetches go to the partition's leader and follow it
+when it moves (rill.client.spark.leaders). Each fetch answer (up to ``fetch_bytes`` of whole,
 CRC-checked messages) becomes one ``pyarrow.RecordBatch`` in the source's schema
 (:data:`SCHEMA`), so Spark receives columns, not Python rows. Messages inside a
 compressed wrapper all carry the wrapper's offset (0.7 semantics), and a wrapper
@@ -12,16 +13,23 @@ time from the broker's time index (append_times.py; precise to ``log.index.inter
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
+import structlog
+
+from rill.client.client_config import servers
 from rill.client.errors import OffsetOutOfRange
 from rill.client.protocol.messages import Message
-from rill.client.simple import SimpleConsumer
 from rill.client.spark.append_times import AppendTimes
+from rill.client.spark.leaders import DEFAULT_WAIT_S, Leader, LeaderReads
 from rill.client.spark.ranges import ByteRange
+from rill.client.structs import TopicPartition
 
 __all__ = ["SCHEMA_DDL", "spark_schema", "arrow_schema", "read_range", "batch_of"]
+
+log = structlog.get_logger(__name__)
 
 # Spark's Kafka source's columns, in its order.
 SCHEMA_DDL = ("key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP, "
@@ -70,30 +78,52 @@ def batch_of(messages: list[Message], topic: str, partition: int, schema: Any, t
     ], schema=schema)
 
 
-def read_range(r: ByteRange, fetch_bytes: int) -> Iterator[Any]:
+def read_range(r: ByteRange, fetch_bytes: int, bootstrap: str, wait_s: float = DEFAULT_WAIT_S) -> Iterator[Any]:
     """Yield RecordBatches of every message of ``r`` (``r.start <= offset < r.end``).
+
+    Reads from the leader the planner saw, and follows a new leader (found through
+    ``bootstrap``, ``host:port[,...]``) if it moved since, from the same offset. The
+    planned end was committed when it was planned, so a leader that has less (a new
+    leader whose high watermark has not caught up yet) is waited for, up to ``wait_s``.
 
     Raises:
         OffsetOutOfRange: the range is no longer in the log (retention deleted it) or
-            the log ends before ``r.end`` (it was truncated); the message says which.
-        BrokerError, CorruptMessageError, ConnectionClosed: from the fetches.
+            the log ends before ``r.end`` for ``wait_s`` (it was truncated); the message says which.
+        BrokerError, CorruptMessageError, ConnectionClosed: from the fetches (a leader that
+            cannot be found or reached within ``wait_s``: NotLeaderForPartition, ConnectionClosed).
     """
     schema = arrow_schema()
     offset = r.start
-    with SimpleConsumer(r.host, r.port, max_fetch_size=fetch_bytes,
-                        fetch_size_limit=max(fetch_bytes, 64 * 1024 * 1024)) as consumer:
-        times = AppendTimes(consumer, r.topic, r.broker_partition, r.start)
+    tp = TopicPartition(r.topic, r.partition)
+    with LeaderReads(servers(bootstrap), max_fetch_size=fetch_bytes, wait_s=wait_s,
+                     fetch_size_limit=max(fetch_bytes, 64 * 1024 * 1024)) as reads:
+        if r.port:
+            reads.assume(tp, Leader(r.host, r.port, r.broker_partition))
+        times = AppendTimes(reads, r.topic, r.partition, r.start)
         while offset < r.end:
-            try:
-                messages = consumer.fetch(r.topic, r.broker_partition, offset, min(fetch_bytes, r.end - offset))
-            except OffsetOutOfRange as exc:
-                raise OffsetOutOfRange(f"{r.topic}-{r.partition}: offsets [{offset}, {r.end}) are no longer in the "
-                                       f"log (deleted by retention?): {exc}") from exc
-            if not messages:
-                raise OffsetOutOfRange(f"{r.topic}-{r.partition}: the log ends at {offset}, before the planned "
-                                       f"end {r.end} (was it truncated?)")
+            messages = _committed_messages(reads, r, offset, min(fetch_bytes, r.end - offset), wait_s)
             if messages[-1].offset >= r.end:
                 messages = [m for m in messages if m.offset < r.end]
             yield batch_of(messages, r.topic, r.partition, schema, times)
             offset = messages[-1].next_offset  # the last message of a fetch ends a whole wrapper
 
+
+def _committed_messages(reads: LeaderReads, r: ByteRange, offset: int, size: int, wait_s: float) -> list[Message]:
+    """The messages one fetch at ``offset`` returns (at least one), waiting while the leader has none there."""
+    deadline = time.monotonic() + wait_s
+    pause = 0.05
+    while True:
+        try:
+            messages = reads.fetch(r.topic, r.partition, offset, size)
+        except OffsetOutOfRange as exc:
+            raise OffsetOutOfRange(f"{r.topic}-{r.partition}: offsets [{offset}, {r.end}) are no longer in the "
+                                   f"log (deleted by retention?): {exc}") from exc
+        remaining = deadline - time.monotonic()
+        if messages:
+            return messages
+        if remaining <= 0:
+            raise OffsetOutOfRange(f"{r.topic}-{r.partition}: the log ends at {offset}, before the planned "
+                                   f"end {r.end} (was it truncated?)")
+        log.info("spark.waiting_for_committed_data", topic=r.topic, partition=r.partition, offset=offset, end=r.end)
+        time.sleep(min(pause, remaining))
+        pause = min(2 * pause, 1.0)

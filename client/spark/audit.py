@@ -89,8 +89,7 @@ def reading_starts(bootstrap: str, topics: list[str], firsts: dict[TopicPartitio
             start = rq.EARLIEST_TIME  # -2: whatever the log start is when the job reads
             if log_start < first < end:
                 try:
-                    start = c.client_for(TopicPartition(topic, partition)).time_index(
-                        topic, c.number(TopicPartition(topic, partition)), first, 1)[0][0]
+                    start = c.reads.time_index(topic, partition, first, 1)[0][0]
                 except OffsetOutOfRange:
                     pass  # retention moved the log start past it meanwhile: from the start
             elif first >= end:

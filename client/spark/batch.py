@@ -59,8 +59,9 @@ def plan_ranges(c: Cluster, offsets: dict[TopicPartition, tuple[int, int]], spli
     for tp, (start, end) in offsets.items():
         if end <= start:
             continue
-        leader = c.leader(tp)
-        whole = ByteRange(tp[0], tp[1], start, end, leader.host, leader.port, c.number(tp))
+        leader = c.leader(tp)  # bounds() reached it just now; an executor follows it if it moves
+        whole = (ByteRange(tp[0], tp[1], start, end, leader.host, leader.port, leader.partition) if leader is not None
+                 else ByteRange(tp[0], tp[1], start, end, "", 0, -1))
         pieces = max(pieces_for(whole.size, split_bytes), -(-min_partitions * whole.size // max(total, 1)))
         if pieces > 1:
             targets = [start + whole.size * k // pieces for k in range(1, pieces)]
@@ -87,4 +88,4 @@ class RillBatchReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[Any]:
         worker_logging()
         if isinstance(partition, ByteRange):
-            yield from read_range(partition, self.opts.fetch_bytes)
+            yield from read_range(partition, self.opts.fetch_bytes, self.opts.bootstrap)

@@ -1,10 +1,12 @@
 """Driver-side questions to the brokers: which partitions, which offsets, where to cut.
 
-:class:`Cluster` opens simple consumers (one per broker, lazily) from a bootstrap
-address and answers what the readers plan with: the subscribed topics and their
-partitions with leaders, each partition's log start and end, the offset of a start
-time, whether an offset is a message boundary, and the boundaries the broker reports
-inside a range (see rill.client.spark.ranges).
+:class:`Cluster` asks the brokers named by the ``bootstrap`` option (any that answers)
+and each partition's leader (rill.client.spark.leaders: one connection per broker,
+opened lazily, following a leader that moves) what the readers plan with: the
+subscribed topics and their partitions with leaders, each partition's log start and
+end (for a replicated partition, its high watermark), the offset of a start time,
+whether an offset is a message boundary, and the boundaries the leader reports inside
+a range (see rill.client.spark.ranges).
 
 Every problem a user can cause (an unknown topic, an offset outside the log or not
 on a message boundary, an unreachable broker) raises :class:`SourceOptionError`
@@ -16,59 +18,41 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 import structlog
 
-from rill.client.blocking_connection import parse_address
+from rill.client.client_config import servers
 from rill.client.errors import BrokerError, ConnectionClosed, InvalidOffset, OffsetOutOfRange
 from rill.client.protocol import requests as rq
-from rill.client.simple import SimpleConsumer
+from rill.client.spark.leaders import Leader, LeaderReads
 from rill.client.spark.options import EARLIEST, LATEST, OffsetSpec, ReadOptions, SourceOptionError
-from rill.client.structs import Address, TopicPartition
+from rill.client.structs import TopicPartition
 
-__all__ = ["Cluster", "TopicPartition", "cluster"]
+__all__ = ["Cluster", "Leader", "TopicPartition", "cluster"]
 
 log = structlog.get_logger(__name__)
 
 
-
-@dataclass(frozen=True, slots=True)
-class Leader:
-    """Where a partition lives: its broker, and its number there (in a cluster each broker
-    numbers its own partitions from 0; METADATA gives both, docs/protocol.md)."""
-
-    host: str
-    port: int
-    partition: int = -1  # -1: the same as the cluster-wide number
-
-
 class Cluster:
-    """Metadata and offsets from the brokers reachable through ``bootstrap`` (``host:port[,...]``)."""
+    """Metadata and offsets from the brokers reachable through ``bootstrap`` (``host:port[,...]``).
+
+    Every request goes to the partition's leader and follows it when it moves
+    (rill.client.spark.leaders); METADATA is asked of any bootstrap address or known
+    broker that answers, so planning does not depend on the first address being up.
+    """
 
     def __init__(self, bootstrap: str, timeout: float = 30.0) -> None:
         try:
-            self._bootstrap = parse_address(bootstrap.split(",")[0].strip())
+            addresses = servers(bootstrap)
         except ValueError as exc:
             raise SourceOptionError(f"option 'bootstrap': {exc}") from None
-        self._timeout = timeout
-        self._clients: dict[Address, SimpleConsumer] = {}
-        self._leaders: dict[TopicPartition, Leader] = {}
+        self._bootstrap = addresses
+        self.reads = LeaderReads(addresses, timeout=timeout)
+        """The partitions' leaders, and reads on them (offsets, index entries, fetches)."""
         self._partitions: dict[str, int] = {}
 
     def close(self) -> None:
-        for client in self._clients.values():
-            client.close()
-        self._clients.clear()
-
-    def _client(self, host: str, port: int) -> SimpleConsumer:
-        key = (host, port)
-        if key not in self._clients:
-            self._clients[key] = SimpleConsumer(host, port, timeout=self._timeout)
-        return self._clients[key]
-
-    def _bootstrap_client(self) -> SimpleConsumer:
-        return self._client(*self._bootstrap)
+        self.reads.close()
 
     # ---------------------------------------------------------------- topics
 
@@ -93,10 +77,9 @@ class Cluster:
 
         Raises:
             SourceOptionError: a topic of ``subscribe`` does not exist (when ``must_exist``),
-                or the broker cannot be reached.
+                or no broker can be reached.
         """
         metadata = self._metadata(subscribe)
-        brokers = {b.broker_id: Leader(b.host, b.port) for b in metadata.brokers}
         result: dict[str, int] = {}
         matcher = re.compile(pattern) if pattern is not None else None
         for t in sorted(metadata.topics, key=lambda t: t.topic):
@@ -108,18 +91,15 @@ class Cluster:
                                             f"create --topic {t.topic} --partitions N)")
                 continue
             result[t.topic] = t.partitions
-            for p, broker_id in enumerate(t.leaders):
-                broker = brokers.get(broker_id, Leader(*self._bootstrap))
-                self._leaders[TopicPartition(t.topic, p)] = Leader(broker.host, broker.port, t.broker_partition(p))
         self._partitions.update(result)
         return result
 
     def _metadata(self, names: tuple[str, ...]) -> rq.Metadata:
         try:
-            return self._bootstrap_client().metadata(names)
+            return self.reads.metadata(names)
         except ConnectionClosed as exc:
-            raise SourceOptionError(f"cannot reach the rill broker at option 'bootstrap' "
-                                    f"{self._bootstrap[0]}:{self._bootstrap[1]}: {exc}") from exc
+            listed = ",".join(f"{host}:{port}" for host, port in self._bootstrap)
+            raise SourceOptionError(f"cannot reach a rill broker of option 'bootstrap' {listed}: {exc}") from exc
 
     @property
     def partition_counts(self) -> dict[str, int]:
@@ -127,38 +107,28 @@ class Cluster:
         return dict(self._partitions)
 
     def grpc_address(self) -> str:
-        """``host:port`` of the bootstrap broker's gRPC services (group coordinator, admin)."""
+        """``host:port`` of a bootstrap broker's gRPC services (group coordinator, admin)."""
         brokers = self._metadata(()).brokers
-        host, port = self._bootstrap
-        chosen = next((b for b in brokers if (b.host, b.port) == (host, port)), brokers[0] if brokers else None)
+        chosen = next((b for b in brokers if (b.host, b.port) in self._bootstrap), brokers[0] if brokers else None)
         if chosen is None:
-            raise SourceOptionError(f"the broker at {host}:{port} named no brokers in its metadata")
+            raise SourceOptionError("the brokers of option 'bootstrap' named no brokers in their metadata")
         return f"{chosen.host}:{chosen.grpc_port}"
 
-    def leader(self, tp: TopicPartition) -> Leader:
-        return self._leaders.get(tp, Leader(*self._bootstrap))
-
-    def number(self, tp: TopicPartition) -> int:
-        """The partition's number on its broker (what requests to that broker carry)."""
-        number = self.leader(tp).partition
-        return tp[1] if number < 0 else number
-
-    def client_for(self, tp: TopicPartition) -> SimpleConsumer:
-        """The simple consumer connected to the leader of ``tp`` (as of the last :meth:`refresh`)."""
-        leader = self.leader(tp)
-        return self._client(leader.host, leader.port)
+    def leader(self, tp: TopicPartition) -> Leader | None:
+        """The leader of ``tp`` as last learned (None: unknown, or no leader alive)."""
+        return self.reads.leader(tp)
 
     # ---------------------------------------------------------------- offsets
 
     def bounds(self, tp: TopicPartition) -> tuple[int, int]:
-        """(log start offset, log end offset) of ``tp``."""
-        client, number = self.client_for(tp), self.number(tp)
-        return client.earliest_offset(tp[0], number), client.latest_offset(tp[0], number)
+        """(log start offset, log end offset) of ``tp`` on its leader; for a replicated partition the
+        end is the high watermark: what every in-sync replica has, all a read may return."""
+        return self.reads.bounds(tp)
 
     def offset_at_time(self, tp: TopicPartition, time_ms: int) -> int:
         """The offset to start from so that nothing appended at or after ``time_ms`` is missed
         (precision: one time-index interval earlier at most); the log start when everything is newer."""
-        offsets = self.client_for(tp).offsets_before(tp[0], self.number(tp), time_ms, 1)
+        offsets = self.reads.offsets_before(tp[0], tp[1], time_ms, 1)
         return offsets[0] if offsets else self.bounds(tp)[0]
 
     def check_boundary(self, tp: TopicPartition, offset: int, option: str) -> None:
@@ -170,7 +140,7 @@ class Cluster:
         if offset == high:
             return
         try:
-            self.client_for(tp).fetch(tp[0], self.number(tp), offset, 65536)
+            self.reads.fetch(tp[0], tp[1], offset, 65536)
         except (InvalidOffset, OffsetOutOfRange) as exc:
             raise SourceOptionError(f"option {option!r}: offset {offset} of {tp[0]}-{tp[1]} is not the start of a "
                                     f"message (offsets are byte positions): {exc}") from None
@@ -205,10 +175,9 @@ class Cluster:
         An empty list when the broker cannot tell (logged): the caller then does not cut.
         """
         found: set[int] = set()
-        client = self.client_for(tp)
         try:
             for target in targets:
-                found.update(offset for offset, _ in client.time_index(tp[0], self.number(tp), target, 2))
+                found.update(offset for offset, _ in self.reads.time_index(tp[0], tp[1], target, 2))
         except BrokerError as exc:
             log.warning("spark.boundaries_unavailable", topic=tp[0], partition=tp[1], error=str(exc))
             return []

@@ -27,8 +27,10 @@ __all__ = ["ByteRange", "split", "pieces_for"]
 @dataclass(frozen=True)
 class ByteRange(InputPartition):
     """Messages of ``topic``-``partition`` with ``start <= offset < end``, read from the
-    broker at ``host``:``port`` (the partition's leader), where the partition is number
-    ``broker_partition``. Picklable: a task gets a copy."""
+    broker at ``host``:``port`` (the partition's leader when planned), where the partition
+    is number ``broker_partition``; ``port`` 0 when the planner knew no leader. The task
+    follows the leader if it has moved since (rill.client.spark.leaders). Picklable: a
+    task gets a copy."""
 
     topic: str
     partition: int

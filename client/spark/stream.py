@@ -129,7 +129,7 @@ class RillStreamReader(DataSourceStreamReader):
         worker_logging()
         if not isinstance(partition, ByteRange):
             raise SourceOptionError(f"unexpected partition {partition!r} for the rill stream reader")
-        yield from read_range(partition, self.opts.fetch_bytes)
+        yield from read_range(partition, self.opts.fetch_bytes, self.opts.bootstrap)
 
 
 def _capped(c: Cluster, current: Offsets, ends: Offsets, budget: int) -> Offsets:
@@ -149,6 +149,5 @@ def _capped(c: Cluster, current: Offsets, ends: Offsets, budget: int) -> Offsets
 
 def _one_fetch_end(c: Cluster, tp: TopicPartition, offset: int, size: int) -> int:
     """The end of the messages one fetch of ``size`` bytes at ``offset`` returns (one message at least)."""
-    client = c.client_for(tp)
-    messages = client.fetch(tp[0], c.number(tp), offset, max(size, 1))
+    messages = c.reads.fetch(tp[0], tp[1], offset, max(size, 1))
     return messages[-1].next_offset if messages else offset

@@ -11,17 +11,19 @@ shows, so every member must compute it the same way, byte for byte:
   ``{ "topic1": 2, "topic2": 1 }``; for a topic filter ``*<n>*<regex>`` (whitelist) or
   ``!<n>!<regex>`` (blacklist), ``n`` streams;
 - per topic, the thread ids of every member subscribed to it, sorted as strings, and
-  the topic's ``"brokerid-partition"`` names, sorted as strings;
+  the topic's ``"brokerid-partition"`` names, sorted as strings (a replicated topic's
+  partitions are named by id, ``"3"``, and sorted as numbers, as Kafka 0.8 does);
 - the range rule: with ``n = len(parts) // len(threads)`` and
   ``extra = len(parts) % len(threads)``, the thread at position ``i`` gets
   ``parts[start:start + count]``, ``start = n * i + min(i, extra)``,
   ``count = n + (1 if i < extra else 0)`` (the extra partitions go to the earliest
   threads: 5-5-4-4, never 4-4-4-5).
 
-A filter subscribes a member to every topic under ``/brokers/topics`` whose name the
-regex matches in full (Java's ``String.matches``); 0.7 also turns commas in a
-whitelist into ``|`` and drops spaces and surrounding quotes, so ``"a,b"`` means
-``a|b``. Python's ``re`` stands in for Java's regex: the common syntax agrees.
+A filter subscribes a member to every topic under ``/brokers/topics`` (and every
+replicated topic, rill.client.zookeeper.replicated_view) whose name the regex matches
+in full (Java's ``String.matches``); 0.7 also turns commas in a whitelist into ``|``
+and drops spaces and surrounding quotes, so ``"a,b"`` means ``a|b``. Python's ``re``
+stands in for Java's regex: the common syntax agrees.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from typing import NamedTuple
 
 __all__ = [
     "Assignment", "FilterSubscription", "StaticSubscription", "Subscription", "consumer_id", "decode_subscription",
-    "encode_subscription", "group_assignment", "range_share", "thread_id", "thread_ids",
+    "encode_subscription", "group_assignment", "partition_order", "range_share", "thread_id", "thread_ids",
 ]
 
 WHITELIST_MARKER = "*"
@@ -154,6 +156,11 @@ def range_share(parts: list[str], threads: list[str], thread: str) -> list[str]:
     return parts[start:start + count]
 
 
+def partition_order(name: str) -> tuple[int, str]:
+    """Sort key of partition names: ids (``"10"``) as numbers, then 0.7 names (``"1-10"``) as strings."""
+    return (int(name), "") if name.isdigit() else (-1, name)
+
+
 class Assignment(NamedTuple):
     """One member's view of one rebalance.
 
@@ -171,9 +178,10 @@ def group_assignment(me: str, members: Mapping[str, Subscription], topic_partiti
     """The partitions member ``me`` owns, given every member's subscription.
 
     ``members`` maps consumer id -> subscription and must include ``me``;
-    ``topic_partitions`` maps every topic under ``/brokers/topics`` to its partition
-    names (any order: they are sorted here). A filter member subscribes to the topics
-    of ``topic_partitions`` it allows; a static member to its named topics.
+    ``topic_partitions`` maps every topic under ``/brokers/topics`` (and every replicated
+    topic) to its partition names (any order: they are sorted here, :func:`partition_order`).
+    A filter member subscribes to the topics of ``topic_partitions`` it allows; a static
+    member to its named topics.
     """
     all_topics = list(topic_partitions)
     per_topic: dict[str, list[str]] = {}
@@ -185,7 +193,7 @@ def group_assignment(me: str, members: Mapping[str, Subscription], topic_partiti
     inputs: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
     for topic in sorted(mine):
         threads = sorted(per_topic[topic])
-        parts = sorted(topic_partitions.get(topic, []))
+        parts = sorted(topic_partitions.get(topic, []), key=partition_order)
         inputs[topic] = (tuple(threads), tuple(parts))
         if not parts:
             continue

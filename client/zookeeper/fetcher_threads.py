@@ -12,7 +12,10 @@ generation it was started for; the buffers drop it if that generation is over.
   0.7 did).
 - A broker that cannot be reached is retried with a growing backoff (up to 2 s); the
   partitions stay owned until a rebalance moves them (a dead broker's id node
-  vanishing triggers one).
+  vanishing triggers one). A replicated partition is fetched from its leader; a
+  broker that does not lead it (yet, or any more) answers NotLeaderForPartition,
+  retried the same way (a fetch's, per partition, after ``fetch.wait.max.ms``) until
+  the new leader's state node restarts the fetchers (rill.client.zookeeper.replicated_view).
 - A corrupt message, or one larger than the fetch size limit, is reported to the
   application through the buffers (raised by the next poll or stream read).
 
@@ -84,14 +87,16 @@ class BrokerFetcher:
                 try:
                     self._round(client)
                     failures = 0
-                except (ConnectionClosed, OSError, DecodeError) as exc:
-                    failures += 1
-                    self.log.warning("zookeeper_consumer.fetch_failed", error=repr(exc), failures=failures)
-                    self.stopping.wait(min(MAX_BACKOFF_S, 0.05 * 2 ** failures))
                 except (CorruptMessageError, InvalidFetchSize) as exc:
                     self.log.error("zookeeper_consumer.fetch_error", error=str(exc))
                     self.buffers.fail(exc)
                     self.stopping.wait(MAX_BACKOFF_S)
+                except (ConnectionClosed, OSError, DecodeError, BrokerError) as exc:
+                    if isinstance(exc, BrokerError) and not exc.retriable:
+                        raise
+                    failures += 1  # unreachable, or not (yet) the leader of a replicated partition
+                    self.log.warning("zookeeper_consumer.fetch_failed", error=repr(exc), failures=failures)
+                    self.stopping.wait(min(MAX_BACKOFF_S, 0.05 * 2 ** failures))
         except Exception:
             self.log.exception("zookeeper_consumer.fetcher_crashed")
         finally:

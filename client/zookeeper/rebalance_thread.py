@@ -2,12 +2,15 @@
 ZKRebalancerListener, ZKSessionExpireListener and auto-commit scheduler in one loop).
 
 It rebalances whenever it is triggered (the group's ids children, the broker
-registry: ids, topics, partition counts) without the application calling anything.
-One rebalance, as Kafka 0.7 does it (seed 000 "Consumer rebalancing algorithm"):
+registry: ids, topics, partition counts, replicated topics' leaders) without the
+application calling anything. One rebalance, as Kafka 0.7 does it (seed 000 "Consumer
+rebalancing algorithm"):
 
 1. read the members and their subscriptions (re-arming the ids watch) and the
    registry; compute this member's share (:func:`group_assignment`); if nothing it
-   depends on changed since the last successful rebalance, stop here;
+   depends on changed since the last successful rebalance, stop here (if a partition
+   it owns is now fetched elsewhere, a broker's new address or a replicated
+   partition's new leader, the fetchers restart from the consumed offsets first);
 2. stop delivering and fetching, commit the consumed offsets (auto commit), delete
    our owner nodes;
 3. create an owner node for each partition of our share; if any is held by someone
@@ -35,7 +38,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import structlog
@@ -43,11 +46,13 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
+from rill.client.structs import Address
 from rill.client.zookeeper.assignment import Subscription, group_assignment
 from rill.client.zookeeper.fetcher_threads import FetcherPool, FetchTarget
 from rill.client.zookeeper.consumer_nodes import ConsumerIdInUse, ZkGroup
-from rill.client.zookeeper.registry import BrokerRegistration, ClusterSnapshot, RegistryView, parse_partition_name
-from rill.client.zookeeper.streams import OwnedPartition, PartitionKey, StreamBuffers
+from rill.client.zookeeper.registry import BrokerRegistration, ClusterSnapshot, RegistryView
+from rill.client.zookeeper.replicated_view import fetch_broker, partition_key, topic_partitions
+from rill.client.zookeeper.streams import ANY_REPLICA, OwnedPartition, PartitionKey, StreamBuffers
 
 __all__ = ["Rebalancer", "RebalanceConfig"]
 
@@ -86,7 +91,7 @@ class Rebalancer:
         self._due: float | None = 0.0  # when to rebalance next (None: when triggered)
         self._next_commit = time.monotonic() + config.autocommit_interval_s
         self._session = 0  # the session our ids node was registered with
-        self._last: tuple[Any, ...] | None = None  # inputs of the last successful rebalance
+        self._last: tuple[Any, ...] | None = None  # inputs and fetch placement of the last successful rebalance
         self._thread = threading.Thread(target=self._run, name=f"rill-zk-rebalance-{group.consumer}", daemon=True)
 
     # -- life cycle -----------------------------------------------------------------------
@@ -265,18 +270,17 @@ class Rebalancer:
             self.group.register(self.subscription)
             members = self.group.members(watch=self._on_members)
         snapshot = self.view.snapshot
-        plan = group_assignment(self.group.consumer, members,
-                                {t: snapshot.broker_partitions(t) for t in snapshot.topics})
-        brokers = {b: (r.host, r.port) for b, r in snapshot.brokers.items()}
+        plan = group_assignment(self.group.consumer, members, topic_partitions(snapshot))
+        keys = {partition_key(topic, name): thread for (topic, name), thread in plan.owned.items()}
+        placement = _placement(snapshot, keys)
         inputs = (self._session, plan.inputs)
         if self._last is not None and self._last[0] == inputs:
-            if self._last[1] != brokers:
+            if self._last[1] != placement:
                 self._restart_fetchers(snapshot)
-                self._last = (inputs, brokers)
+                self._last = (inputs, placement)
             return True
         self.log.info("zookeeper_consumer.rebalance_begin", attempt=attempt, members=len(members))
         self.release_all()
-        keys = {PartitionKey(topic, *parse_partition_name(name)): thread for (topic, name), thread in plan.owned.items()}
         conflicts: dict[str, str] = {}
         for key, thread in sorted(keys.items()):
             holder = self.group.claim(key, thread)
@@ -295,7 +299,7 @@ class Rebalancer:
             self.log.warning("zookeeper_consumer.session_lost_during_rebalance")
             return False
         self._start_fetchers(generation, owned, snapshot)
-        self._last = (inputs, brokers)
+        self._last = (inputs, placement)
         self.log.info("zookeeper_consumer.rebalanced", attempt=attempt, generation=generation,
                       partitions={thread: sorted(f"{k.topic}/{k.name}" for k, t in keys.items() if t == thread)
                                   for thread in sorted(set(keys.values()))})
@@ -305,7 +309,7 @@ class Rebalancer:
         return int(thread[len(self.group.consumer) + 1:])
 
     def _restart_fetchers(self, snapshot: ClusterSnapshot) -> None:
-        """Same ownership, but a broker moved: fetch again from the consumed offsets."""
+        """Same ownership, but a broker moved or a partition has a new leader: fetch again from the consumed offsets."""
         owned = self.buffers.revoke()
         self.fetchers.stop()
         kept = {k: OwnedPartition(v.stream, v.thread, v.consumed, v.committed) for k, v in owned.items()}
@@ -318,10 +322,20 @@ class Rebalancer:
                         snapshot: ClusterSnapshot) -> None:
         targets: dict[BrokerRegistration, list[FetchTarget]] = {}
         for key, entry in sorted(owned.items()):
-            broker = snapshot.brokers.get(key.broker_id)
+            broker = fetch_broker(snapshot, key)
+            if broker is None and key.broker_id == ANY_REPLICA:
+                self.log.warning("zookeeper_consumer.no_leader", topic=key.topic, partition=key.name,
+                                 note="owned but not fetched until it has a leader")
+                continue
             if broker is None:
                 self.log.warning("zookeeper_consumer.broker_not_registered", broker_id=key.broker_id,
                                  topic=key.topic, partition=key.name, note="owned but not fetched until it returns")
                 continue
             targets.setdefault(broker, []).append(FetchTarget(key, entry.consumed))
         self.fetchers.start(generation, targets)
+
+
+def _placement(snapshot: ClusterSnapshot, keys: Mapping[PartitionKey, str]) -> dict[PartitionKey, Address | None]:
+    """Where each owned partition is fetched from (its broker, or its leader); None: nowhere now."""
+    brokers = {key: fetch_broker(snapshot, key) for key in keys}
+    return {key: None if b is None else (b.host, b.port) for key, b in brokers.items()}

@@ -119,6 +119,10 @@ class ClusterSnapshot:
     partition_maps: Mapping[str, tuple[tuple[int, int], ...]] = field(default_factory=dict)
     replicated_topics: frozenset[str] = frozenset()
     """Names of replicated topics (/rill/topics/[topic] holding replica lists, not a 0.7 map)."""
+    replicated_leaders: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    """Replicated topic -> the leader of each partition (-1: none), from the partitions' state
+    nodes. Only a view that watches them fills it in (the ZooKeeper consumer's,
+    rill.client.zookeeper.replicated_view); empty otherwise."""
 
     def broker_partitions(self, topic: str) -> list[str]:
         """Every ``"broker-partition"`` of the topic, sorted as strings (Kafka 0.7's order).

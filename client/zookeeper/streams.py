@@ -23,11 +23,16 @@ from typing import NamedTuple
 
 from rill.client.zookeeper.registry import partition_name
 
-__all__ = ["Chunk", "OwnedPartition", "PartitionKey", "StreamBuffers", "ZkRecord"]
+__all__ = ["ANY_REPLICA", "Chunk", "OwnedPartition", "PartitionKey", "StreamBuffers", "ZkRecord"]
+
+
+ANY_REPLICA = -1
+"""The ``broker_id`` of a replicated topic's partition: its leader serves it, whichever broker that is."""
 
 
 class PartitionKey(NamedTuple):
-    """A partition as 0.7 names it: topic, broker id and partition on that broker."""
+    """A partition as the consumer names it: topic, broker id and partition on that broker
+    (0.7), or topic, :data:`ANY_REPLICA` and partition id (a replicated topic)."""
 
     topic: str
     broker_id: int
@@ -35,7 +40,10 @@ class PartitionKey(NamedTuple):
 
     @property
     def name(self) -> str:
-        """``"broker-partition"``, as in owner and offset paths."""
+        """The name in owner and offset paths: ``"broker-partition"`` (0.7), or the partition
+        id of a replicated topic (``"3"``, as Kafka 0.8's ZooKeeper consumer names it)."""
+        if self.broker_id == ANY_REPLICA:
+            return str(self.partition)
         return partition_name(self.broker_id, self.partition)
 
 
@@ -43,7 +51,8 @@ class ZkRecord(NamedTuple):
     """One delivered message.
 
     ``offset`` is its byte position in the partition and ``next_offset`` where the next
-    message starts (what gets committed). ``key`` is None for the 0.7 message format.
+    message starts (what gets committed). ``broker_id`` is -1 (:data:`ANY_REPLICA`) for a
+    replicated topic, whose ``partition`` is its id. ``key`` is None for the 0.7 message format.
     """
 
     topic: str

@@ -19,6 +19,11 @@ algorithm: :mod:`~rill.client.zookeeper.assignment`, :mod:`~rill.client.zookeepe
 A background thread rebalances and auto-commits whether or not the application is
 calling ``poll()``.
 
+Replicated topics, which 0.7's layout does not list, are read from rill's
+(:mod:`~rill.client.zookeeper.replicated_view`): their partitions are named by id, as
+Kafka 0.8 names them, fetched from their leaders (committed messages only) and followed
+to a new leader from the consumed offsets.
+
 A record counts as consumed once ``poll()`` or a stream has returned it: that is the
 offset committed (auto commit every ``autocommit.interval.ms``, at every rebalance
 before the partition is released, and at ``close()``), as in 0.7. Delivery is
@@ -50,7 +55,7 @@ from rill.client.zookeeper.assignment import FilterSubscription, StaticSubscript
 from rill.client.zookeeper.fetcher_threads import FetchConfig, FetcherPool
 from rill.client.zookeeper.consumer_nodes import ZkGroup
 from rill.client.zookeeper.rebalance_thread import RebalanceConfig, Rebalancer
-from rill.client.zookeeper.registry import RegistryView
+from rill.client.zookeeper.replicated_view import ReplicatedRegistryView
 from rill.client.zookeeper.zk_consumer_settings import zk_consumer_settings
 from rill.client.zookeeper.streams import PartitionKey, StreamBuffers, ZkRecord
 
@@ -128,7 +133,7 @@ class ZkConsumer:
         self.log = log.bind(group=self.group, consumer=self.consumer_id)
         self.zk = KazooClient(hosts=self.settings["zk.connect"], timeout=self.settings["zk.sessiontimeout.ms"] / 1000)
         self._connect()
-        self.registry = RegistryView(self.zk)
+        self.registry = ReplicatedRegistryView(self.zk)
         self.registry.start()
         self._group = ZkGroup(self.zk, self.group, self.consumer_id)
         self._buffers: StreamBuffers | None = None

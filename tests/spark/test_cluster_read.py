@@ -24,13 +24,17 @@ def test_batch_read_of_a_topic_on_two_brokers(spark: Any, tmp_path: Path, zk_con
         b2 = stack.enter_context(zk_broker(tmp_path, zk_connect, broker_id=2))
         b1.broker.logs.create_topic("spread", 1)
 
-        def partitions() -> int:
-            with SimpleConsumer(b1.host, b1.port, timeout=5) as c:
-                return c.metadata(["spread"]).topics[0].partitions
+        def partitions() -> set[tuple[int, ...]]:
+            """Each broker's METADATA of the topic (the source asks any of them): the leader of every partition."""
+            seen = set()
+            for b in (b1, b2):
+                with SimpleConsumer(b.host, b.port, timeout=5) as c:
+                    seen.add(c.metadata(["spread"]).topics[0].leaders)
+            return seen
 
-        wait_for(lambda: partitions() == 1, what="broker 1's partition mapped")
+        wait_for(lambda: partitions() == {(1,)}, what="broker 1's partition mapped, as both brokers see it")
         b2.broker.logs.create_topic("spread", 2)
-        wait_for(lambda: partitions() == 3, what="broker 2's partitions mapped")
+        wait_for(lambda: partitions() == {(1, 2, 2)}, what="broker 2's partitions mapped, as both brokers see it")
         expected = []
         for b, number, cluster_partition in ((b1, 0, 0), (b2, 0, 1), (b2, 1, 2)):
             values = [f"{b.broker_id}-{number}-{i}".encode() for i in range(4)]
