@@ -11,7 +11,8 @@ The loop, while the thread has partitions:
 3. For each block, under ``replica.lock``, and only if the replica is still this
    thread's, with the same leader epoch and log end as in step 1 (else the world moved
    and the block is dropped), apply it (fetch_block.py). Then the partition is fetched
-   again at once, backs off for ``backoff_ms``, or is failed and fetched no more.
+   again at once, backs off for ``backoff_ms`` (less at first when the leader is not
+ready yet: :data:`_LEADER_NOT_READY`), or is failed and fetched no more.
 
 A connection that fails (refused, reset, timed out, an answer that does not decode)
 is closed, and the next connect waits ``backoff_ms``: an unreachable leader costs one
@@ -52,6 +53,15 @@ _logger = structlog.get_logger(__name__)
 _BLOCK_HEADER = 40  # bytes of a response block before its messages (replica_fetch.py)
 _MAX_COUNT = 32_767  # partitions in one request: COUNT is an int16
 _LOG_INTERVAL_S = 10.0  # a repeated failure is logged at most this often
+FIRST_QUICK_RETRY_S = 0.02
+"""The first retry after an answer that says the leader is not ready for this partition yet."""
+_LEADER_NOT_READY = frozenset({ErrorCode.NOT_LEADER_FOR_PARTITION, ErrorCode.UNKNOWN_LEADER_EPOCH,
+                               ErrorCode.UNKNOWN_TOPIC})
+"""The controller tells a new leader and its followers at once, so a follower's first fetch can reach the
+leader before its LeaderAndIsr has: it answers that it does not lead the partition (yet), in that epoch, or
+has no replica of it. That passes within milliseconds, and acks=all produces wait for the follower
+meanwhile: such an error is retried after FIRST_QUICK_RETRY_S, then twice as long each time, up to
+``backoff_ms`` (a broker that really is no leader is asked once per back-off soon enough)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +123,8 @@ class FollowerStatus:
 class _Fetch:
     """One partition a fetcher copies; replaced by a new one when it is added again."""
 
-    __slots__ = ("replica", "logger", "backoff_until", "failed", "lag_bytes", "last_fetch_ms", "logged_error")
+    __slots__ = ("replica", "logger", "backoff_until", "failed", "lag_bytes", "last_fetch_ms", "logged_error",
+                 "quick_retries")
 
     def __init__(self, replica: Replica, logger: Any) -> None:
         self.replica = replica
@@ -123,6 +134,7 @@ class _Fetch:
         self.lag_bytes = 0
         self.last_fetch_ms = -1
         self.logged_error: tuple[int, float] = (ErrorCode.NONE, 0.0)  # the last error code logged and when
+        self.quick_retries = 0  # leader-not-ready answers in a row (_LEADER_NOT_READY); the thread's
 
 
 class _Position(NamedTuple):
@@ -331,7 +343,7 @@ class ReplicaFetcherThread(threading.Thread):
                 fetch.lag_bytes = max(0, block.high_watermark - replica.log.end_offset)
         if outcome is BlockOutcome.BACK_OFF and block.error not in (ErrorCode.NONE, ErrorCode.OFFSET_OUT_OF_RANGE):
             self._log_error(fetch, block.error)
-        self._settle(fetch, outcome, "log failed")
+        self._settle(fetch, outcome, "log failed", block.error)
 
     def _current(self, position: _Position) -> bool:
         """Under ``replica.lock``: still fetched here, with the leader epoch and log end the request carried."""
@@ -341,14 +353,21 @@ class ReplicaFetcherThread(threading.Thread):
                 return False
         return replica.leader_epoch == position.leader_epoch and replica.log.end_offset == position.fetch_offset
 
-    def _settle(self, fetch: _Fetch, outcome: BlockOutcome, reason: str) -> None:
+    def _settle(self, fetch: _Fetch, outcome: BlockOutcome, reason: str, error: int = ErrorCode.NONE) -> None:
         if outcome is BlockOutcome.FETCHED:
+            fetch.quick_retries = 0
             return
+        backoff_s = self._settings.backoff_ms / 1000
+        if outcome is BlockOutcome.BACK_OFF and error in _LEADER_NOT_READY:
+            backoff_s = min(backoff_s, FIRST_QUICK_RETRY_S * 2 ** min(fetch.quick_retries, 16))
+            fetch.quick_retries += 1
+        else:
+            fetch.quick_retries = 0
         with self._cond:
             if outcome is BlockOutcome.FAILED:
                 fetch.failed = reason
             else:
-                fetch.backoff_until = time.monotonic() + self._settings.backoff_ms / 1000
+                fetch.backoff_until = time.monotonic() + backoff_s
 
     def _log_error(self, fetch: _Fetch, code: int) -> None:
         """Debug-log a partition's error code: a new code at once, the same one at most every 10 s."""
