@@ -7,7 +7,8 @@ creates two topics: ``replicated`` (one partition per broker, replication factor
 
 1. **Throughput**: ``rill perf producer-api --mode many`` (a process of its own) with
    ``acks=all`` to ``replicated`` and with ``acks=append`` to ``unreplicated``,
-   alternating, ``--rounds`` times each; the ratio of the medians.
+   alternating, ``--rounds`` times each; the ratio of each round (the two runs next to each
+   other, so a machine's noise cancels out) and their median.
 2. **Replication lag** at half the median ``acks=all`` rate, for ``--lag-seconds``: every
    5 ms, each replica's log end read from its files (rill's offsets are byte positions,
    so a log's end is its last segment's base offset plus that file's size); the lag of a
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import queue
 import statistics
@@ -30,6 +32,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from multiprocessing.connection import Connection
 from typing import Any
 
 from rill.client.cli.common import CliError, positive_float, positive_int
@@ -98,12 +101,13 @@ def run_replication(args: argparse.Namespace) -> int:
     if rounds:
         all_rate = statistics.median(r["acks_all"] for r in rounds)
         append_rate = statistics.median(r["acks_append"] for r in rounds)
-        result.update(acks_all_median=all_rate, acks_append_median=append_rate, ratio=all_rate / append_rate)
+        ratio = statistics.median(r["acks_all"] / r["acks_append"] for r in rounds)
+        result.update(acks_all_median=all_rate, acks_append_median=append_rate, ratio=ratio)
         lines += [f"  throughput, acks=all (factor {args.brokers}) against acks=append (factor 1), "
                   f"{args.messages:,} messages per run:"]
         lines += [f"    round {i + 1}: {r['acks_all']:,.0f} against {r['acks_append']:,.0f} messages/s: "
                   f"{r['acks_all'] / r['acks_append']:.2f}" for i, r in enumerate(rounds)]
-        lines += [f"    medians {all_rate:,.0f} against {append_rate:,.0f} messages/s: ratio {result['ratio']:.2f}"]
+        lines += [f"    medians {all_rate:,.0f} against {append_rate:,.0f} messages/s; median ratio {ratio:.2f}"]
     if lag:
         lines += [f"  replication lag at {lag['rate']:,.0f} messages/s ({lag['samples']:,} samples of every "
                   f"follower): bytes p50 {lag['bytes_p50']:,} p99 {lag['bytes_p99']:,} max {lag['bytes_max']:,}; "
@@ -176,35 +180,52 @@ def warm_up(producer: Producer, cluster: SpawnedCluster) -> None:
 # ---------------------------------------------------------------- lag
 
 
-class LogEnds(threading.Thread):
-    """Samples every replica's log end from its files, every ``SAMPLE_S``, until stopped."""
+class LogEnds:
+    """Samples every replica's log end from its files, every ``SAMPLE_S``, in a process of its own (so the
+    producer does not slow the sampling down), from :meth:`start` until :meth:`stop`."""
 
     def __init__(self, cluster: SpawnedCluster, topic: str) -> None:
-        super().__init__(name="rill-perf-log-ends", daemon=True)
-        self.leaders = cluster.leaders(topic)
-        self.dirs = {p: {b.broker_id: os.path.join(b.data_dir, f"{topic}-{p}") for b in cluster.live()}
-                     for p in self.leaders}
-        self.history: dict[int, tuple[list[float], list[int]]] = {p: ([], []) for p in self.leaders}
-        self.lag_bytes: list[int] = []
-        self.lag_ms: list[float] = []
-        self.stopped = threading.Event()
+        leaders = cluster.leaders(topic)
+        self.dirs = {p: (os.path.join(cluster.brokers[leader].data_dir, f"{topic}-{p}"),
+                         [os.path.join(b.data_dir, f"{topic}-{p}") for b in cluster.live() if b.broker_id != leader])
+                     for p, leader in leaders.items()}
+        context = multiprocessing.get_context("fork")
+        self._stop, self._results = context.Pipe()
+        self._process = context.Process(target=_sample, args=(self.dirs, self._results), daemon=True,
+                                        name="rill-perf-log-ends")
 
-    def run(self) -> None:
-        while not self.stopped.wait(SAMPLE_S):
-            for p, leader in self.leaders.items():
-                followers = {b: log_end(d) for b, d in self.dirs[p].items() if b != leader}
-                now = time.perf_counter()
-                end = log_end(self.dirs[p][leader])
-                times, ends = self.history[p]
-                times.append(now)
-                ends.append(end)
-                for follower_end in followers.values():
-                    self.lag_bytes.append(max(0, end - follower_end))
-                    self.lag_ms.append(_behind_ms(times, ends, follower_end, now))
+    def start(self) -> None:
+        self._process.start()
+
+    def stop(self) -> tuple[list[int], list[float]]:
+        """Stop sampling; the lag of every follower at every sample: (bytes, ms)."""
+        self._stop.send(None)
+        lag_bytes, lag_ms = self._stop.recv()
+        self._process.join(30)
+        return lag_bytes, lag_ms
 
 
-def _behind_ms(times: list[float], ends: list[int], follower_end: int, now: float) -> float:
-    """How long ago the leader first had more than ``follower_end`` (0: it has no more now)."""
+def _sample(dirs: dict[int, tuple[str, list[str]]], conn: Connection) -> None:
+    history: dict[int, tuple[list[float], list[int]]] = {p: ([], []) for p in dirs}
+    lag_bytes: list[int] = []
+    lag_ms: list[float] = []
+    while not conn.poll(SAMPLE_S):
+        for p, (leader_dir, follower_dirs) in dirs.items():
+            followers = [log_end(d) for d in follower_dirs]  # before the leader's: a lag is never made up
+            now = time.perf_counter()
+            end = log_end(leader_dir)
+            times, ends = history[p]
+            times.append(now)
+            ends.append(end)
+            for follower_end in followers:
+                lag_bytes.append(max(0, end - follower_end))
+                lag_ms.append(behind_ms(times, ends, follower_end, now))
+    conn.send((lag_bytes, lag_ms))
+
+
+def behind_ms(times: list[float], ends: list[int], follower_end: int, now: float) -> float:
+    """How long ago the leader's end passed ``follower_end`` (0: it has no more now), interpolated between
+    the two samples around it: the follower has every byte the leader had then."""
     if ends[-1] <= follower_end:
         return 0.0
     lo, hi = 0, len(ends) - 1  # the first sample whose end is past the follower's (ends never shrink here)
@@ -214,7 +235,10 @@ def _behind_ms(times: list[float], ends: list[int], follower_end: int, now: floa
             hi = mid
         else:
             lo = mid + 1
-    return (now - times[lo]) * 1000
+    if lo == 0:
+        return (now - times[0]) * 1000
+    share = (follower_end - ends[lo - 1]) / (ends[lo] - ends[lo - 1])
+    return (now - (times[lo - 1] + share * (times[lo] - times[lo - 1]))) * 1000
 
 
 def log_end(directory: str) -> int:
@@ -230,9 +254,9 @@ def replication_lag(args: argparse.Namespace, cluster: SpawnedCluster, rate: flo
     pool = payloads(args.message_size)
     sampler = LogEnds(cluster, REPLICATED)
     sent, chunk = 0, []
+    sampler.start()  # before the producer's threads: the sampler is a fork of this process
     with _producer(cluster) as producer:
         warm_up(producer, cluster)
-        sampler.start()
         for due in paced(rate, args.lag_seconds):
             for _ in range(due):
                 chunk.append(pool[sent % len(pool)])
@@ -240,9 +264,8 @@ def replication_lag(args: argparse.Namespace, cluster: SpawnedCluster, rate: flo
             producer.send_many(REPLICATED, chunk)
             chunk = []
         producer.flush()
-    sampler.stopped.set()
-    sampler.join()
-    by_bytes, by_ms = sorted(sampler.lag_bytes), sorted(sampler.lag_ms)
+    lag_bytes, lag_ms = sampler.stop()
+    by_bytes, by_ms = sorted(lag_bytes), sorted(lag_ms)
     return {"rate": rate, "messages": sent, "samples": len(by_bytes),
             "bytes_p50": percentile(by_bytes, 0.5), "bytes_p99": percentile(by_bytes, 0.99), "bytes_max": by_bytes[-1],
             "ms_p50": _pct(by_ms, 0.5), "ms_p99": _pct(by_ms, 0.99), "ms_max": by_ms[-1]}
