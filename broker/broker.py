@@ -18,6 +18,7 @@ import structlog
 from rill.broker.cluster.cluster_view import ClusterView
 from rill.broker.cluster.controlled_shutdown import request_controlled_shutdown
 from rill.broker.cluster.controller import Controller
+from rill.broker.cluster.preferred_election import RebalancePolicy
 from rill.broker.cluster.replica_control_servicer import ReplicaControlClient, ReplicaControlServicer
 from rill.broker.cluster.replica_control_servicer import registration as replica_control_registration
 from rill.broker.cluster.coordinator_host import CoordinatorHost, advertised_host
@@ -115,12 +116,16 @@ class Broker:
         self.zookeeper, self.registry = registration, registry
         self.replicas.isr_writer = IsrWriter(registration.zk)
         self.replicas.registry = registry
+        rebalance = RebalancePolicy(config["auto.leader.rebalance.enable"],
+                                    config["leader.imbalance.check.interval.seconds"],
+                                    config["leader.imbalance.per.broker.percentage"])
         self.controller = Controller(registration.zk, config["broker.id"], registry, ReplicaControlClient(),
                                      unclean_default=config["unclean.leader.election.enable"],
-                                     request_timeout_s=config["controller.socket.timeout.ms"] / 1000)
+                                     request_timeout_s=config["controller.socket.timeout.ms"] / 1000,
+                                     rebalance=rebalance)
         self.replica_control.controller = self.controller
         self.controller.start()
-        self.coordination.join_cluster(registration.zk, registry)
+        self.coordination.join_cluster(registration.zk, registry, self.controller)
         self.cluster.registry = registry
         if config["default.replication.factor"] != 1:  # the data plane creates replicated topics (Kafka's way)
             self.replicated_creator = ReplicatedTopicCreator(registration.zk, registry,

@@ -133,6 +133,15 @@ KEYS: tuple[Key, ...] = (
         "On SIGTERM, a broker holding replicas asks the controller to move its leaderships away before it stops."),
     Key("controlled.shutdown.max.retries", int, 3, "Attempts of a controlled shutdown before stopping anyway."),
     Key("controlled.shutdown.retry.backoff.ms", int, 5000, "Pause between two attempts of a controlled shutdown."),
+    Key("auto.leader.rebalance.enable", bool, True,
+        "Replicated topics: the controller checks leadership every leader.imbalance.check.interval.seconds and "
+        "gives brokers leading too few of the partitions they are preferred for (first in the assignment) their "
+        "leadership back, as a preferred leader election (rill topics elect-leaders) would."),
+    Key("leader.imbalance.check.interval.seconds", float, 300.0,
+        "How often the controller checks the leader imbalance (fractions allowed)."),
+    Key("leader.imbalance.per.broker.percentage", int, 10,
+        "A broker is rebalanced when more than this percentage of the partitions it is preferred for are led by "
+        "other brokers."),
     Key("replica.socket.timeout.ms", int, 30_000,
         "A follower's connection to its leader times out after this long without an answer (must exceed "
         "replica.fetch.wait.max.ms)."),
@@ -223,6 +232,10 @@ class BrokerConfig:
             raise ConfigError("log.scrub.bytes.per.second must be positive and log.scrub.interval.hours not negative")
         if v["log.open.files.max"] < 16:
             raise ConfigError(f"log.open.files.max must be at least 16, got {v['log.open.files.max']}")
+        interval, percentage = v["leader.imbalance.check.interval.seconds"], v["leader.imbalance.per.broker.percentage"]
+        if interval <= 0 or not 0 <= percentage <= 100:
+            raise ConfigError("leader.imbalance.check.interval.seconds must be positive and "
+                              "leader.imbalance.per.broker.percentage between 0 and 100")
         if v["log.open.files.idle.ms"] < 0:
             raise ConfigError(f"log.open.files.idle.ms must not be negative, got {v['log.open.files.idle.ms']}")
 

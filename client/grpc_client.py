@@ -140,6 +140,35 @@ class AdminClient:
         request = apb.DescribeTopicsRequest(topics=list(topics), under_replicated_only=under_replicated_only)
         return cast(apb.DescribeTopicsResponse, self._call(self.admin.DescribeTopics, request))
 
+    def elect_leaders(self, partitions: Sequence[tuple[str, int | None]] | None = None, *, timeout_ms: int = 0,
+                      redirects: int = 3) -> apb.ElectLeadersResponse:
+        """ElectLeaders (preferred leader election) of ``partitions``: (topic, partition), or (topic, None) for
+        every partition of the topic; None: every partition of every replicated topic.
+
+        The controller elects; a broker that is not the controller answers NOT_CONTROLLER
+        naming it, and the call is made there instead (up to ``redirects`` times; a
+        NOT_CONTROLLER without a known controller is returned as it is). Per-partition
+        outcomes are in ``results`` (error_code NONE, ELECTION_NOT_NEEDED,
+        PREFERRED_LEADER_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION ...).
+        """
+        topics: dict[str, list[int]] = {}
+        for topic, partition in partitions or ():
+            listed = topics.setdefault(topic, [])
+            if partition is not None:
+                listed.append(partition)
+        whole = {topic for topic, partition in partitions or () if partition is None}
+        request = apb.ElectLeadersRequest(all_topics=partitions is None, timeout_ms=timeout_ms, topic_partitions=[
+            apb.TopicPartitions(topic=t, partitions=[] if t in whole else ps) for t, ps in topics.items()])
+        deadline = (timeout_ms / 1000 if timeout_ms > 0 else 30.0) + self.timeout
+        response = cast(apb.ElectLeadersResponse, self._call(self.admin.ElectLeaders, request, deadline))
+        for _ in range(redirects):
+            controller = response.controller
+            if response.error_code != pb.NOT_CONTROLLER or controller.grpc_port <= 0:
+                break
+            with AdminClient(f"{controller.host}:{controller.grpc_port}", self.timeout, self.client_id) as there:
+                response = cast(apb.ElectLeadersResponse, there._call(there.admin.ElectLeaders, request, deadline))
+        return response
+
     def describe_cluster(self) -> apb.DescribeClusterResponse:
         return cast(apb.DescribeClusterResponse, self._call(self.admin.DescribeCluster, apb.DescribeClusterRequest()))
 

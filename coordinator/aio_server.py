@@ -202,6 +202,9 @@ class AioAdminServicer(apb_grpc.AdminServicer):
     async def DescribeGroup(self, request: apb.DescribeGroupRequest, context: Any) -> apb.DescribeGroupResponse:
         return cast(apb.DescribeGroupResponse, await self._on_worker("DescribeGroup", request, context))
 
+    async def ElectLeaders(self, request: apb.ElectLeadersRequest, context: Any) -> apb.ElectLeadersResponse:
+        return cast(apb.ElectLeadersResponse, await self._on_worker("ElectLeaders", request, context))
+
 
 class AioLoggingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     """Binds rpc and request id to structlog's context for the call, logs slow or failed calls.

@@ -13,6 +13,9 @@ over the live brokers, once the broker has joined its cluster
 their leaders. Describing a replicated topic reads its assignment and partition
 states from ZooKeeper and its offsets from each partition's leader.
 
+ElectLeaders (preferred leader election) is the controller's: ``elect_leaders`` hands it
+over, or answers NOT_CONTROLLER naming the controller.
+
 Thread-safety: every method may run on any gRPC worker thread at once; the
 ZooKeeper session and registry are set once, before or while requests arrive.
 """
@@ -29,6 +32,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
 
 from rill.broker.cluster.cluster_view import ClusterView
+from rill.broker.cluster.elect_leaders import PreferredElector, elect_leaders
 from rill.broker.cluster.log_catalog import REMOTE_TIMEOUT_S, LogCatalog
 from rill.broker.cluster.partition_states import TopicExists, read_states, read_topic
 from rill.broker.cluster.replicated_topics import create_topic as create_replicated_topic
@@ -110,10 +114,17 @@ class AdminServicer(apb_grpc.AdminServicer):
         self.default_replication_factor = default_replication_factor
         self.zk: KazooClient | None = None
         self.registry: RegistryView | None = None
+        self.elector: PreferredElector | None = None
 
-    def attach_zookeeper(self, zk: KazooClient, registry: RegistryView) -> None:
-        """Create and describe replicated topics through the broker's ZooKeeper session and registry."""
-        self.zk, self.registry = zk, registry
+    def attach_zookeeper(self, zk: KazooClient, registry: RegistryView,
+                         elector: PreferredElector | None = None) -> None:
+        """Create and describe replicated topics through the broker's ZooKeeper session and registry;
+        ElectLeaders through ``elector`` (the broker's controller role)."""
+        self.zk, self.registry, self.elector = zk, registry, elector
+
+    def ElectLeaders(self, request: apb.ElectLeadersRequest, context: grpc.ServicerContext) -> apb.ElectLeadersResponse:
+        """Preferred leader election, by the controller only (``elect_leaders``: NOT_CONTROLLER elsewhere)."""
+        return elect_leaders(request, self.elector, self.registry)
 
     # ---------------------------------------------------------------- topics
 

@@ -23,6 +23,9 @@ Kafka 0.8's controller (replication notes, section 3) for rill's replicated topi
   partitions sent to every live broker.
 - **Controlled shutdown** (:meth:`Controller.controlled_shutdown`): leadership and ISR
   membership moved off the broker; answers the partitions (factor > 1) it still leads.
+- **Preferred leaders** (``preferred_election``): :meth:`Controller.elect_preferred_leaders`
+  on demand (Admin ElectLeaders), and with ``RebalancePolicy.enabled`` a check every
+  ``interval_s`` that elects the preferred replicas of brokers leading too few of theirs.
 
 A LeaderAndIsr carries the changed partitions to every live broker: the replicas act
 on them, the others keep them as metadata (replication.proto).
@@ -30,7 +33,8 @@ on them, the others keep them as metadata (replication.proto).
 Thread-safety: every ZooKeeper call and every send happens on the controller's one
 worker thread, in the order the work was posted; kazoo's watches, the session
 listener and the registry listener only post work. :meth:`Controller.controlled_shutdown`
-may be called from any thread (it posts and waits). A broker that does not answer a
+and :meth:`Controller.elect_preferred_leaders` may be called from any thread (they post and
+wait); the rebalance timer's thread only posts. A broker that does not answer a
 send within ``request_timeout_s`` is logged, and updated again at its next change.
 
 The writes and sends themselves are ``controller_actions``'s. Errors on the worker: ``ControllerMoved`` resigns and campaigns again; a ZooKeeper error
@@ -56,10 +60,13 @@ from rill.broker.cluster.controller_actions import Decide, address, elect_and_wr
 from rill.broker.cluster.controller_context import ControllerContext, decide_reconcile, decide_shutdown, unclean_for
 from rill.broker.cluster.partition_states import (ControllerEpoch, ControllerMoved, PartitionKey, elect_controller,
                                                   read_controller, read_states, read_topic)
+from rill.broker.cluster.preferred_election import (ElectionResult, RebalancePolicy, Requested, rebalance_targets,
+                                                    run_preferred_election)
 from rill.broker.cluster.replica_control_servicer import (BrokerNotAvailable, NotController, ReplicaControlClient,
                                                           StaleBrokerEpoch)
 from rill.broker.cluster.replicated_topics import create_topic, read_broker_epoch
 from rill.broker.replication.replica import PartitionRole
+from rill.client.clock import ThreadTimer
 from rill.client.errors import BrokerError
 from rill.client.zookeeper.registry import RILL_TOPICS_PATH, BrokerRegistration, RegistryView
 from rill.client.zookeeper.replica_layout import CONTROLLER_PATH, NO_LEADER
@@ -76,7 +83,7 @@ class Controller:
 
     def __init__(self, zk: KazooClient, broker_id: int, registry: RegistryView, client: ReplicaControlClient, *,
                  unclean_default: bool, request_timeout_s: float = 5.0, max_attempts: int = 5,
-                 retry_backoff_s: float = 0.5) -> None:
+                 retry_backoff_s: float = 0.5, rebalance: RebalancePolicy = RebalancePolicy(enabled=False)) -> None:
         self.zk = zk
         self.broker_id = broker_id
         self.registry = registry
@@ -85,6 +92,8 @@ class Controller:
         self.request_timeout_s = request_timeout_s
         self.max_attempts = max_attempts
         self.retry_backoff_s = retry_backoff_s
+        self.rebalance = rebalance
+        self._timer: ThreadTimer | None = None
         self.log = log.bind(broker_id=broker_id)
         self._tasks: queue.Queue[Callable[[], None] | None] = queue.Queue()
         self._ctx: ControllerContext | None = None
@@ -111,12 +120,17 @@ class Controller:
         self._thread = threading.Thread(target=self._run, name="rill-controller", daemon=True)
         self._thread.start()
         self._post(self._campaign)
+        if self.rebalance.enabled:
+            self._timer = ThreadTimer(name="rill-leader-rebalance")
+            self._schedule_rebalance()
 
     def close(self, timeout_s: float = 10.0) -> None:
         """Stop acting; if controller, delete ``/rill/controller`` so another broker takes over at once. Idempotent."""
         if self._closed.is_set():
             return
         self._closed.set()
+        if self._timer is not None:
+            self._timer.stop()
         self._post(self._release)
         self._tasks.put(None)
         if self._thread is not None and self._thread is not threading.current_thread():
@@ -140,14 +154,25 @@ class Controller:
             StaleBrokerEpoch: ``broker_epoch`` is not its current registration's.
             TimeoutError: not done within ``timeout_s`` (it may still happen).
         """
-        done: Future[list[tuple[str, int]]] = Future()
-        self._post(lambda: self._into(done, lambda: self._shutdown(broker_id, broker_epoch)))
+        return self._call(lambda: self._shutdown(broker_id, broker_epoch), timeout_s,
+                          f"the controlled shutdown of broker {broker_id}")
+
+    def elect_preferred_leaders(self, partitions: Requested, *, timeout_s: float = 30.0) -> list[ElectionResult]:
+        """Admin ElectLeaders: ``preferred_election.run_preferred_election`` of ``partitions`` (None: all), one
+        result per partition asked. Raises NotController and TimeoutError as :meth:`controlled_shutdown`."""
+        return self._call(lambda: self._preferred(partitions, "preferred_election"), timeout_s,
+                          "the preferred leader election")
+
+    def _call(self, work: Callable[[], T], timeout_s: float, what: str) -> T:
+        """Run ``work`` on the worker and wait for it (see controlled_shutdown's Raises)."""
+        done: Future[T] = Future()
+        self._post(lambda: self._into(done, work))
         try:
             return done.result(timeout_s)
         except FutureTimeout:
-            raise TimeoutError(f"controlled shutdown of broker {broker_id} not done in {timeout_s:g}s") from None
+            raise TimeoutError(f"{what} was not done in {timeout_s:g}s") from None
         except ControllerMoved as exc:
-            raise NotController(f"resigned during the controlled shutdown: {exc}") from exc
+            raise NotController(f"resigned during {what}: {exc}") from exc
 
     # -- posting (kazoo's and the registry's threads) ----------------------------------------------
 
@@ -346,12 +371,17 @@ class Controller:
         self._send(ctx, ctx.live.keys() - set(joined), ctx.roles(changed), full=False)
         self._log_elections("broker_join", ctx, joined, keys, changed, lost, noticed, written)
 
-    def _shutdown(self, broker_id: int, broker_epoch: int | None) -> list[tuple[str, int]]:
+    def _active(self) -> ControllerContext:
+        """The context. Raises NotController (naming the controller ZooKeeper knows) while not active."""
         ctx = self._ctx
         if ctx is None:
             found = read_controller(self.zk)
             raise NotController(f"broker {self.broker_id} is not the controller",
                                 -1 if found is None else found.broker_id)
+        return ctx
+
+    def _shutdown(self, broker_id: int, broker_epoch: int | None) -> list[tuple[str, int]]:
+        ctx = self._active()
         if broker_id not in ctx.live:
             raise BrokerNotAvailable(f"broker {broker_id} is not live to the controller")
         if broker_epoch is not None:
@@ -369,6 +399,30 @@ class Controller:
         self._send(ctx, ctx.live, ctx.roles(changed), full=False)
         self._log_elections("controlled_shutdown", ctx, [broker_id], keys, changed, lost, started, written)
         return ctx.led_by(broker_id, min_factor=2)
+
+    def _preferred(self, requested: Requested, reason: str) -> list[ElectionResult]:
+        ctx, started = self._active(), time.monotonic()
+        results, changed, lost = run_preferred_election(self.zk, ctx, requested, self.max_attempts)
+        written = time.monotonic()
+        self._send(ctx, ctx.live, ctx.roles(changed), full=False)
+        leaders = {ctx.states[key][0].leader for key in changed}
+        self._log_elections(reason, ctx, leaders, [(r.topic, r.partition) for r in results], changed, lost,
+                            started, written)
+        return results
+
+    def _auto_rebalance(self) -> None:
+        """The periodic check (``preferred_election.rebalance_targets``); the next one is scheduled after it."""
+        try:
+            if self._ctx is not None:
+                keys = rebalance_targets(self.zk, self._ctx, self.rebalance.percentage)
+                if keys:
+                    self._preferred(keys, "auto_rebalance")
+        finally:
+            self._schedule_rebalance()
+
+    def _schedule_rebalance(self) -> None:
+        if self._timer is not None and not self._closed.is_set():
+            self._timer.schedule(self.rebalance.interval_s, lambda: self._post(self._auto_rebalance))
 
     # -- elections, writes, sends ---------------------------------------------------------------------
 

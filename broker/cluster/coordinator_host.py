@@ -31,6 +31,7 @@ import grpc
 import structlog
 
 from rill.broker.cluster.admin_servicer import AdminServicer
+from rill.broker.cluster.elect_leaders import PreferredElector
 from rill.broker.cluster.cluster_view import ClusterView
 from rill.broker.cluster.group_placement import GroupPlacement
 from rill.broker.cluster.log_catalog import LogCatalog
@@ -186,10 +187,10 @@ class CoordinatorHost:
         self.broker.grpc_port = port
         return port
 
-    def join_cluster(self, zk: Any, registry: RegistryView) -> None:
+    def join_cluster(self, zk: Any, registry: RegistryView, elector: PreferredElector | None = None) -> None:
         """Start coordinating the groups the cluster places here, and serve replicated topics' admin
-        (with zookeeper.connect)."""
-        self.admin.attach_zookeeper(zk, registry)
+        (with zookeeper.connect; ``elector``: this broker's controller role, for ElectLeaders)."""
+        self.admin.attach_zookeeper(zk, registry, elector)
         if self.placement is not None:
             self.placement.start(zk, registry)
             timeout_s = self.config["zookeeper.connection.timeout.ms"] / 1000

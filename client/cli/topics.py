@@ -1,4 +1,4 @@
-"""``rill topics list|create|describe``.
+"""``rill topics list|create|describe|elect-leaders``.
 
 ``create`` without ``--replication-factor`` (or with 1) makes a Kafka 0.7-style topic on
 the ``--broker`` it names, over the data plane, as it always has. A larger factor (or
@@ -12,6 +12,8 @@ REPLICAS, ISR and LEADER_EPOCH columns (``-`` in them for a 0.7-style topic list
 beside one); ``--under-replicated`` prints only partitions whose ISR is smaller than
 their replicas, and nothing at all when there are none (as kafka-topics.sh
 ``--describe --under-replicated-partitions``).
+
+``elect-leaders`` is preferred leader election (``preferred_leaders``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from collections.abc import Sequence
 
 from rill.client.cli.common import CliError, add_broker_arguments, info, positive_float, positive_int, topic_name
 from rill.client.cli.groups import add_grpc_arguments
+from rill.client.cli.preferred_leaders import add_elect_leaders
 from rill.client.grpc_client import AdminClient, error_name
 from rill.client.protocol import requests as rq
 from rill.client.simple import SimpleConsumer
@@ -48,6 +51,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
                           action="store_true",
                           help="only partitions whose ISR is smaller than their replicas (no output: none)")
     describe.set_defaults(run=run_describe)
+    add_elect_leaders(actions)
 
 
 def _add_create(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

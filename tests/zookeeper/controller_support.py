@@ -14,6 +14,7 @@ import grpc
 from kazoo.client import KazooClient
 
 from rill.broker.cluster.controller import Controller
+from rill.broker.cluster.preferred_election import RebalancePolicy
 from rill.broker.cluster.replica_control_servicer import (ReplicaControlClient, ReplicaControlServicer,
                                                           ShutdownHandler)
 from rill.broker.replication.replica import PartitionRole
@@ -113,13 +114,14 @@ class FakeBroker:
 class ControllerNode:
     """A Controller with its own session and registry view (one broker's controller role)."""
 
-    def __init__(self, zk_connect: str, broker_id: int, *, unclean_default: bool = False) -> None:
+    def __init__(self, zk_connect: str, broker_id: int, *, unclean_default: bool = False,
+                 rebalance: RebalancePolicy = RebalancePolicy(enabled=False)) -> None:
         self.zk = KazooClient(hosts=zk_connect, timeout=10)
         self.zk.start(timeout=10)
         self.registry = RegistryView(self.zk)
         self.registry.start()
         self.controller = Controller(self.zk, broker_id, self.registry, ReplicaControlClient(),
-                                     unclean_default=unclean_default, request_timeout_s=2.0)
+                                     unclean_default=unclean_default, request_timeout_s=2.0, rebalance=rebalance)
 
     def start(self) -> ControllerNode:
         self.controller.start()

@@ -26,16 +26,23 @@ from tests.zookeeper.test_broker_registration import wait_for
 Brokers = dict[int, RunningBroker]
 
 
+CLUSTER_SETTINGS: dict[str, Any] = {"zookeeper_session_timeout_ms": 4000, "replica_fetch_wait_max_ms": 200,
+                                    "replica_fetch_backoff_ms": 100, "controlled_shutdown_retry_backoff_ms": 200,
+                                    "replica_lag_time_max_ms": 3000}
+
+
+def cluster_broker(tmp_path: Path, zk_connect: str, broker_id: int,
+                   **overrides: Any) -> contextlib.AbstractContextManager[RunningBroker]:
+    """Broker ``broker_id`` of the cluster (data in ``tmp_path/data-<id>``: starting it again restarts it)."""
+    return running_broker(tmp_path / f"data-{broker_id}", broker_id=broker_id, zookeeper_connect=zk_connect,
+                          advertised_host_name="127.0.0.1", **{**CLUSTER_SETTINGS, **overrides})
+
+
 @contextlib.contextmanager
 def replicated_cluster(tmp_path: Path, zk_connect: str, **overrides: Any) -> Iterator[Brokers]:
     """Brokers 1, 2 and 3 on ``zk_connect``, stopped (if still running) on exit."""
-    settings: dict[str, Any] = {"zookeeper_session_timeout_ms": 4000, "replica_fetch_wait_max_ms": 200,
-                                "replica_fetch_backoff_ms": 100, "controlled_shutdown_retry_backoff_ms": 200,
-                                "replica_lag_time_max_ms": 3000, **overrides}
     with contextlib.ExitStack() as stack:
-        yield {i: stack.enter_context(running_broker(tmp_path / f"data-{i}", broker_id=i, zookeeper_connect=zk_connect,
-                                                     advertised_host_name="127.0.0.1", **settings))
-               for i in (1, 2, 3)}
+        yield {i: stack.enter_context(cluster_broker(tmp_path, zk_connect, i, **overrides)) for i in (1, 2, 3)}
 
 
 def leader_of(brokers: Brokers, topic: str, partition: int) -> RunningBroker | None:

@@ -185,3 +185,47 @@ class DescribeGroupResponse(_message.Message):
     partitions: _containers.RepeatedCompositeFieldContainer[PartitionLag]
     coordinator: _coordinator_pb2.Broker
     def __init__(self, error_code: _Optional[_Union[_coordinator_pb2.ErrorCode, str]] = ..., consumer_group: _Optional[str] = ..., state: _Optional[str] = ..., generation: _Optional[int] = ..., assignment_strategy: _Optional[str] = ..., ephemeral: _Optional[bool] = ..., session_timeout: _Optional[int] = ..., topics: _Optional[_Iterable[str]] = ..., members: _Optional[_Iterable[_Union[MemberDescription, _Mapping]]] = ..., partitions: _Optional[_Iterable[_Union[PartitionLag, _Mapping]]] = ..., coordinator: _Optional[_Union[_coordinator_pb2.Broker, _Mapping]] = ...) -> None: ...
+
+class TopicPartitions(_message.Message):
+    __slots__ = ("topic", "partitions")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partitions: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, topic: _Optional[str] = ..., partitions: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class ElectLeadersRequest(_message.Message):
+    __slots__ = ("topic_partitions", "all_topics", "timeout_ms")
+    TOPIC_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    ALL_TOPICS_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    topic_partitions: _containers.RepeatedCompositeFieldContainer[TopicPartitions]
+    all_topics: bool
+    timeout_ms: int
+    def __init__(self, topic_partitions: _Optional[_Iterable[_Union[TopicPartitions, _Mapping]]] = ..., all_topics: _Optional[bool] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class PartitionElectionResult(_message.Message):
+    __slots__ = ("topic", "partition", "error_code", "error_message", "leader")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    LEADER_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    error_code: _coordinator_pb2.ErrorCode
+    error_message: str
+    leader: int
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., error_code: _Optional[_Union[_coordinator_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., leader: _Optional[int] = ...) -> None: ...
+
+class ElectLeadersResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "controller", "results")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_FIELD_NUMBER: _ClassVar[int]
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    error_code: _coordinator_pb2.ErrorCode
+    error_message: str
+    controller: _coordinator_pb2.Broker
+    results: _containers.RepeatedCompositeFieldContainer[PartitionElectionResult]
+    def __init__(self, error_code: _Optional[_Union[_coordinator_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., controller: _Optional[_Union[_coordinator_pb2.Broker, _Mapping]] = ..., results: _Optional[_Iterable[_Union[PartitionElectionResult, _Mapping]]] = ...) -> None: ...

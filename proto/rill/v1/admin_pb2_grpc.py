@@ -59,6 +59,11 @@ class AdminStub:
                 request_serializer=rill_dot_v1_dot_admin__pb2.DescribeGroupRequest.SerializeToString,
                 response_deserializer=rill_dot_v1_dot_admin__pb2.DescribeGroupResponse.FromString,
                 _registered_method=True)
+        self.ElectLeaders = channel.unary_unary(
+                '/rill.v1.Admin/ElectLeaders',
+                request_serializer=rill_dot_v1_dot_admin__pb2.ElectLeadersRequest.SerializeToString,
+                response_deserializer=rill_dot_v1_dot_admin__pb2.ElectLeadersResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServicer:
@@ -94,6 +99,16 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ElectLeaders(self, request, context):
+        """Preferred leader election (Kafka's ElectLeaders, KIP-460, election type PREFERRED): the
+        controller makes each named partition's first assigned replica its leader again where
+        that replica is live and in the ISR. Only the controller elects; another broker answers
+        NOT_CONTROLLER naming it, and rill's AdminClient asks it there.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -121,6 +136,11 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.DescribeGroup,
                     request_deserializer=rill_dot_v1_dot_admin__pb2.DescribeGroupRequest.FromString,
                     response_serializer=rill_dot_v1_dot_admin__pb2.DescribeGroupResponse.SerializeToString,
+            ),
+            'ElectLeaders': grpc.unary_unary_rpc_method_handler(
+                    servicer.ElectLeaders,
+                    request_deserializer=rill_dot_v1_dot_admin__pb2.ElectLeadersRequest.FromString,
+                    response_serializer=rill_dot_v1_dot_admin__pb2.ElectLeadersResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -258,6 +278,33 @@ class Admin:
             '/rill.v1.Admin/DescribeGroup',
             rill_dot_v1_dot_admin__pb2.DescribeGroupRequest.SerializeToString,
             rill_dot_v1_dot_admin__pb2.DescribeGroupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ElectLeaders(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rill.v1.Admin/ElectLeaders',
+            rill_dot_v1_dot_admin__pb2.ElectLeadersRequest.SerializeToString,
+            rill_dot_v1_dot_admin__pb2.ElectLeadersResponse.FromString,
             options,
             channel_credentials,
             insecure,

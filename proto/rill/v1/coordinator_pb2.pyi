@@ -36,6 +36,10 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     INVALID_REPLICATION_FACTOR: _ClassVar[ErrorCode]
     TOPIC_ALREADY_EXISTS: _ClassVar[ErrorCode]
     INVALID_CONFIG: _ClassVar[ErrorCode]
+    NOT_CONTROLLER: _ClassVar[ErrorCode]
+    ELECTION_NOT_NEEDED: _ClassVar[ErrorCode]
+    PREFERRED_LEADER_NOT_AVAILABLE: _ClassVar[ErrorCode]
+    REQUEST_TIMED_OUT: _ClassVar[ErrorCode]
 
 class RewindTarget(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -70,6 +74,10 @@ PARTITION_LIMIT_REACHED: ErrorCode
 INVALID_REPLICATION_FACTOR: ErrorCode
 TOPIC_ALREADY_EXISTS: ErrorCode
 INVALID_CONFIG: ErrorCode
+NOT_CONTROLLER: ErrorCode
+ELECTION_NOT_NEEDED: ErrorCode
+PREFERRED_LEADER_NOT_AVAILABLE: ErrorCode
+REQUEST_TIMED_OUT: ErrorCode
 OFFSET: RewindTarget
 EARLIEST: RewindTarget
 LATEST: RewindTarget
