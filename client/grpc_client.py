@@ -130,10 +130,22 @@ class AdminClient:
                                          config=dict(config or {}))
         return cast(apb.CreateTopicResponse, self._call(self.admin.CreateTopic, request))
 
+    def alter_topic_config(self, topic: str, set_config: Mapping[str, str] | None = None,
+                           delete_config: Sequence[str] = ()) -> apb.AlterTopicConfigResponse:
+        """AlterTopicConfig: set and delete settings of the replicated ``topic``, keeping the others.
+
+        Any broker of the cluster may be asked; the brokers apply the change shortly after
+        (the controller sends it). ``previous`` and ``config`` are the settings before and
+        after; errors come back in ``error_code`` (INVALID_CONFIG, UNKNOWN_TOPIC_OR_PARTITION ...).
+        """
+        request = apb.AlterTopicConfigRequest(topic=topic, set_config=dict(set_config or {}),
+                                              delete_config=list(delete_config))
+        return cast(apb.AlterTopicConfigResponse, self._call(self.admin.AlterTopicConfig, request))
+
     def describe_topics(self, topics: Sequence[str] = (), *,
                         under_replicated_only: bool = False) -> apb.DescribeTopicsResponse:
         """DescribeTopics: every topic (or those named), each partition with its offsets, leader and, when
-        replicated, ``replicas``, ``isr``, ``leader_epoch`` and ``under_replicated``.
+        replicated, ``replicas``, ``isr``, ``leader_epoch`` and ``under_replicated`` (and the topic's ``config``).
 
         ``under_replicated_only`` keeps only partitions whose ISR is smaller than their replicas.
         """

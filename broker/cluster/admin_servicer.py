@@ -13,6 +13,10 @@ over the live brokers, once the broker has joined its cluster
 their leaders. Describing a replicated topic reads its assignment and partition
 states from ZooKeeper and its offsets from each partition's leader.
 
+AlterTopicConfig changes a replicated topic's settings in ZooKeeper
+(``topic_config.alter_topic_config``, a conditional write); the controller sees the
+node change and tells the brokers.
+
 ElectLeaders (preferred leader election) is the controller's: ``elect_leaders`` hands it
 over, or answers NOT_CONTROLLER naming the controller.
 
@@ -37,6 +41,8 @@ from rill.broker.cluster.log_catalog import REMOTE_TIMEOUT_S, LogCatalog
 from rill.broker.cluster.partition_states import TopicExists, read_states, read_topic
 from rill.broker.cluster.replicated_topics import create_topic as create_replicated_topic
 from rill.broker.cluster.replicated_topics import replica_brokers
+from rill.broker.cluster.topic_config import (InvalidTopicConfig, NotReplicatedTopic, alter_topic_config,
+                                              topic_config_problem)
 from rill.broker.log.manager import LogManager
 from rill.client.errors import (BrokerError, ConnectionClosed, InvalidPartitions, InvalidReplicationFactor,
                                 InvalidTopic, PartitionLimitReached, RillError, StorageError)
@@ -64,35 +70,11 @@ _REPLICATED_CREATE_CODES: tuple[tuple[type[Exception], pb.ErrorCode], ...] = (
     (InvalidTopic, pb.INVALID_TOPIC),
 )
 
-
-def _positive_int(value: str) -> bool:
-    text = value.strip()
-    return text.isascii() and text.isdigit() and int(text) >= 1
-
-
-def _boolean(value: str) -> bool:
-    return value.strip().lower() in ("true", "false")
-
-
-TOPIC_CONFIG: Mapping[str, tuple[Any, str]] = {
-    "min.insync.replicas": (_positive_int, "a whole number >= 1"),
-    "unclean.leader.election.enable": (_boolean, "true or false"),
-}
-"""The settings a replicated topic accepts at creation: name -> (check, what it must be)."""
-
-
-def topic_config_problem(config: Mapping[str, str], factor: int) -> str | None:
-    """Why ``config`` cannot be a topic's settings (unknown key, bad value, factor 1); None when it can."""
-    if config and factor == 1:
-        return (f"topic settings ({', '.join(sorted(config))}) apply to replicated topics only: "
-                "give a replication factor above 1")
-    for key, value in sorted(config.items()):
-        if key not in TOPIC_CONFIG:
-            return f"unknown topic setting {key!r} (known: {', '.join(sorted(TOPIC_CONFIG))})"
-        check, expected = TOPIC_CONFIG[key]
-        if not check(value):
-            return f"topic setting {key}={value!r} must be {expected}"
-    return None
+_ALTER_CODES: tuple[tuple[type[Exception], pb.ErrorCode], ...] = (
+    (InvalidTopicConfig, pb.INVALID_CONFIG),
+    (NotReplicatedTopic, pb.UNKNOWN_TOPIC_OR_PARTITION),
+    (InvalidTopic, pb.INVALID_TOPIC),
+)
 
 
 class AdminServicer(apb_grpc.AdminServicer):
@@ -125,6 +107,23 @@ class AdminServicer(apb_grpc.AdminServicer):
     def ElectLeaders(self, request: apb.ElectLeadersRequest, context: grpc.ServicerContext) -> apb.ElectLeadersResponse:
         """Preferred leader election, by the controller only (``elect_leaders``: NOT_CONTROLLER elsewhere)."""
         return elect_leaders(request, self.elector, self.registry)
+
+    def AlterTopicConfig(self, request: apb.AlterTopicConfigRequest,
+                         context: grpc.ServicerContext) -> apb.AlterTopicConfigResponse:
+        """Set and delete a replicated topic's settings (``topic_config.alter_topic_config``)."""
+        if self.zk is None:
+            return apb.AlterTopicConfigResponse(error_code=pb.UNKNOWN_TOPIC_OR_PARTITION, error_message=(
+                f"topic {request.topic}: this broker is not in a cluster, and only replicated topics have settings"))
+        try:
+            change = alter_topic_config(self.zk, request.topic, dict(request.set_config), list(request.delete_config))
+        except (InvalidTopicConfig, NotReplicatedTopic, InvalidTopic) as exc:
+            code = next(c for kind, c in _ALTER_CODES if isinstance(exc, kind))
+            return apb.AlterTopicConfigResponse(error_code=code, error_message=str(exc))
+        except (KazooException, TimeoutError, ValueError) as exc:
+            log.warning("admin.alter_topic_config_failed", topic=request.topic, error=repr(exc))
+            return apb.AlterTopicConfigResponse(error_code=pb.UNKNOWN, error_message=(
+                f"topic {request.topic}: the settings may or may not have changed ({exc}); describe it"))
+        return apb.AlterTopicConfigResponse(previous=dict(change.before), config=dict(change.after))
 
     # ---------------------------------------------------------------- topics
 
@@ -265,7 +264,7 @@ class AdminServicer(apb_grpc.AdminServicer):
         states = read_states(self.zk, topic, range(replicas.partitions))
         alive = self._live_brokers()
         desc = apb.TopicDescription(topic=topic, partition_count=replicas.partitions,
-                                    replication_factor=replicas.replication_factor)
+                                    replication_factor=replicas.replication_factor, config=dict(replicas.config))
         for p, assigned in enumerate(replicas.replicas):
             state = states[p][0] if p in states else None
             isr = state.isr if state is not None else ()

@@ -20,7 +20,7 @@ Kafka 0.8's controller (replication notes, section 3) for rill's replicated topi
 - **Broker join**: leaderless partitions it replicates are elected, then it gets a full
   LeaderAndIsr and the other brokers the changes.
 - **New topic** (a child of ``/rill/topics`` holding a replicated topic): loaded, and its
-  partitions sent to every live broker.
+  partitions sent to every live broker. A topic's **settings changed**: ``topic_config_watch``.
 - **Controlled shutdown** (:meth:`Controller.controlled_shutdown`): leadership and ISR
   membership moved off the broker; answers the partitions (factor > 1) it still leads.
 - **Preferred leaders** (``preferred_election``): :meth:`Controller.elect_preferred_leaders`
@@ -55,8 +55,10 @@ from typing import Any, TypeVar
 import structlog
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.protocol.states import WatchedEvent
 
-from rill.broker.cluster.controller_actions import Decide, address, elect_and_write, reread, send_leader_and_isr
+from rill.broker.cluster.controller_actions import (Decide, address, elect_and_write, log_elections, ms, reread,
+                                                   send_leader_and_isr)
 from rill.broker.cluster.controller_context import ControllerContext, decide_reconcile, decide_shutdown, unclean_for
 from rill.broker.cluster.partition_states import (ControllerEpoch, ControllerMoved, PartitionKey, elect_controller,
                                                   read_controller, read_states, read_topic)
@@ -65,11 +67,12 @@ from rill.broker.cluster.preferred_election import (ElectionResult, RebalancePol
 from rill.broker.cluster.replica_control_servicer import (BrokerNotAvailable, NotController, ReplicaControlClient,
                                                           StaleBrokerEpoch)
 from rill.broker.cluster.replicated_topics import create_topic, read_broker_epoch
+from rill.broker.cluster.topic_config_watch import changed_topic, reload_topic_config
 from rill.broker.replication.replica import PartitionRole
 from rill.client.clock import ThreadTimer
 from rill.client.errors import BrokerError
 from rill.client.zookeeper.registry import RILL_TOPICS_PATH, BrokerRegistration, RegistryView
-from rill.client.zookeeper.replica_layout import CONTROLLER_PATH, NO_LEADER
+from rill.client.zookeeper.replica_layout import CONTROLLER_PATH
 
 __all__ = ["Controller", "create_topic", "read_broker_epoch"]
 
@@ -195,6 +198,10 @@ class Controller:
         if not self._closed.is_set():
             self._post(self._on_topics)
 
+    def _on_topic_watch(self, event: WatchedEvent) -> None:
+        if (topic := changed_topic(event)) is not None and not self._closed.is_set():
+            self._post(lambda: self._on_topic_config(topic))
+
     def _on_snapshot(self, _snapshot: Any) -> None:
         if not self._closed.is_set():
             noticed = time.monotonic()
@@ -277,10 +284,10 @@ class Controller:
         self._load_topics(ctx, self._topic_children())
         loaded = time.monotonic()
         self.log.info("controller.context_loaded", epoch=won.epoch, topics=len(ctx.topics),
-                      partitions=len(ctx.states), live=sorted(ctx.live), ms=_ms(started, loaded))
+                      partitions=len(ctx.states), live=sorted(ctx.live), ms=ms(started, loaded))
         changed, lost = self._elect(ctx, sorted(ctx.states), self._reconcile(ctx))
         self._send(ctx, ctx.live, ctx.roles(), full=True)
-        self._log_elections("controller_failover", ctx, [], sorted(ctx.states), changed, lost, started, loaded)
+        log_elections(self.log, "controller_failover", ctx, [], sorted(ctx.states), changed, lost, started, loaded)
 
     def _live_brokers(self) -> dict[int, BrokerRegistration]:
         """The registry's brokers that have a gRPC port (only those can be told anything)."""
@@ -300,7 +307,7 @@ class Controller:
         added = []
         for topic in names:
             try:
-                replicas = read_topic(self.zk, topic)
+                replicas = read_topic(self.zk, topic, watch=self._on_topic_watch)
             except (ValueError, BrokerError) as exc:
                 self.log.error("controller.topic_unreadable", topic=topic, error=str(exc))
                 replicas = None
@@ -332,7 +339,12 @@ class Controller:
         changed, lost = self._elect(ctx, keys, self._reconcile(ctx))
         self._send(ctx, ctx.live, ctx.roles(keys), full=False)
         self.log.info("controller.topics_added", epoch=ctx.epoch.epoch, topics=added, partitions=len(keys),
-                      elected=len(changed), ms=_ms(started))
+                      elected=len(changed), ms=ms(started))
+
+    def _on_topic_config(self, topic: str) -> None:
+        if (ctx := self._ctx) is not None:
+            self._send(ctx, ctx.live, ctx.roles(reload_topic_config(self.zk, ctx, topic, self._on_topic_watch)),
+                       full=False)
 
     def _on_brokers(self, noticed: float) -> None:
         """Compare the registry with the brokers acted on: failures first (gone or bounced), then joins."""
@@ -361,7 +373,7 @@ class Controller:
         changed, lost = self._elect(ctx, keys, self._reconcile(ctx))
         written = time.monotonic()
         self._send(ctx, ctx.live, ctx.roles(changed), full=False)
-        self._log_elections("broker_failure", ctx, dead, keys, changed, lost, noticed, written)
+        log_elections(self.log, "broker_failure", ctx, dead, keys, changed, lost, noticed, written)
 
     def _broker_join(self, ctx: ControllerContext, joined: Collection[int], noticed: float) -> None:
         keys = sorted({key for broker in joined for key in ctx.offline_with(broker)})
@@ -369,7 +381,7 @@ class Controller:
         written = time.monotonic()
         self._send(ctx, joined, ctx.roles(), full=True)
         self._send(ctx, ctx.live.keys() - set(joined), ctx.roles(changed), full=False)
-        self._log_elections("broker_join", ctx, joined, keys, changed, lost, noticed, written)
+        log_elections(self.log, "broker_join", ctx, joined, keys, changed, lost, noticed, written)
 
     def _active(self) -> ControllerContext:
         """The context. Raises NotController (naming the controller ZooKeeper knows) while not active."""
@@ -397,7 +409,7 @@ class Controller:
             state, ctx.replicas(key), live, stopping, controller_epoch=epoch))
         written = time.monotonic()
         self._send(ctx, ctx.live, ctx.roles(changed), full=False)
-        self._log_elections("controlled_shutdown", ctx, [broker_id], keys, changed, lost, started, written)
+        log_elections(self.log, "controlled_shutdown", ctx, [broker_id], keys, changed, lost, started, written)
         return ctx.led_by(broker_id, min_factor=2)
 
     def _preferred(self, requested: Requested, reason: str) -> list[ElectionResult]:
@@ -406,8 +418,8 @@ class Controller:
         written = time.monotonic()
         self._send(ctx, ctx.live, ctx.roles(changed), full=False)
         leaders = {ctx.states[key][0].leader for key in changed}
-        self._log_elections(reason, ctx, leaders, [(r.topic, r.partition) for r in results], changed, lost,
-                            started, written)
+        asked = [(r.topic, r.partition) for r in results]
+        log_elections(self.log, reason, ctx, leaders, asked, changed, lost, started, written)
         return results
 
     def _auto_rebalance(self) -> None:
@@ -442,15 +454,3 @@ class Controller:
         """:func:`send_leader_and_isr` from this controller (failures are logged)."""
         send_leader_and_isr(self.client, ctx, self.broker_id, targets, roles, full=full,
                             timeout_s=self.request_timeout_s)
-
-    def _log_elections(self, reason: str, ctx: ControllerContext, brokers: Collection[int],
-                       keys: Sequence[PartitionKey], changed: Sequence[PartitionKey], lost: int,
-                       noticed: float, written: float) -> None:
-        offline = sum(1 for key in changed if ctx.states[key][0].leader == NO_LEADER)
-        self.log.info("controller.elections", reason=reason, epoch=ctx.epoch.epoch, brokers=sorted(brokers),
-                      partitions=len(keys), changed=len(changed), offline=offline, lost_retried=lost,
-                      written_ms=_ms(noticed, written), total_ms=_ms(noticed))
-
-
-def _ms(start: float, end: float | None = None) -> float:
-    return round(((time.monotonic() if end is None else end) - start) * 1000, 1)

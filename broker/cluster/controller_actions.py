@@ -13,7 +13,9 @@ Functions of the controller's worker thread (they update the context they are gi
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Collection, Iterable, Sequence
+from typing import Any
 
 import grpc
 import structlog
@@ -24,10 +26,10 @@ from rill.broker.cluster.partition_states import ControllerMoved, PartitionKey, 
 from rill.broker.cluster.replica_control_servicer import ReplicaControlClient, brokers_to_proto, role_to_proto
 from rill.broker.replication.replica import PartitionRole
 from rill.client.zookeeper.registry import BrokerRegistration
-from rill.client.zookeeper.replica_layout import PartitionState
+from rill.client.zookeeper.replica_layout import NO_LEADER, PartitionState
 from rill.v1 import replication_pb2 as rpb
 
-__all__ = ["Decide", "address", "elect_and_write", "send_leader_and_isr"]
+__all__ = ["Decide", "address", "elect_and_write", "log_elections", "ms", "send_leader_and_isr"]
 
 log = structlog.get_logger(__name__)
 
@@ -117,3 +119,18 @@ def send_leader_and_isr(client: ReplicaControlClient, ctx: ControllerContext, co
         elif any(p.code for p in answer.partitions):
             log.warning("controller.partition_errors", to=broker,
                         errors=[(p.topic, p.partition, p.code) for p in answer.partitions if p.code][:20])
+
+
+def log_elections(logger: Any, reason: str, ctx: ControllerContext, brokers: Collection[int],
+                  keys: Sequence[PartitionKey], changed: Sequence[PartitionKey], lost: int,
+                  noticed: float, written: float) -> None:
+    """``controller.elections``: what a batch decided, and the milliseconds from noticing to written and to now."""
+    offline = sum(1 for key in changed if ctx.states[key][0].leader == NO_LEADER)
+    logger.info("controller.elections", reason=reason, epoch=ctx.epoch.epoch, brokers=sorted(brokers),
+                partitions=len(keys), changed=len(changed), offline=offline, lost_retried=lost,
+                written_ms=ms(noticed, written), total_ms=ms(noticed))
+
+
+def ms(start: float, end: float | None = None) -> float:
+    """Milliseconds from ``start`` to ``end`` (default: now) on the monotonic clock, to 0.1."""
+    return round(((time.monotonic() if end is None else end) - start) * 1000, 1)

@@ -36,7 +36,7 @@ Exceptions::
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +44,7 @@ import structlog
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
 from kazoo.protocol.serialization import Transaction
+from kazoo.protocol.states import WatchedEvent
 
 from rill.client.zookeeper.replica_layout import (CONTROLLER_EPOCH_PATH, CONTROLLER_PATH, NO_LEADER, RILL_TOPICS_PATH,
                                                   ControllerInfo, PartitionState, TopicReplicas,
@@ -158,8 +159,10 @@ def create_replicated_topic(zk: KazooClient, topic: str, replicas: TopicReplicas
     raise exc
 
 
-def read_topic(zk: KazooClient, topic: str) -> TopicReplicas | None:
-    """The replicated topic's assignment and config.
+def read_topic(zk: KazooClient, topic: str,
+               watch: Callable[[WatchedEvent], None] | None = None) -> TopicReplicas | None:
+    """The replicated topic's assignment and config; ``watch``, if given, is set on the node's data
+    (ZooKeeper sets none when the node does not exist).
 
     Returns:
         None when the topic node does not exist or holds a 0.7 partition map.
@@ -168,7 +171,7 @@ def read_topic(zk: KazooClient, topic: str) -> TopicReplicas | None:
         ValueError: the node is meant as a replicated topic but is malformed.
     """
     try:
-        data, _ = zk.get(topic_path(topic))
+        data, _ = zk.get(topic_path(topic), watch=watch)
     except NoNodeError:
         return None
     if not is_replicated_topic_value(data):

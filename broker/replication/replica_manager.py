@@ -162,7 +162,8 @@ class ReplicaManager:
                 continue
             codes[key] = 0
             if role.leader_epoch == replica.leader_epoch and replica.role is not Role.NONE:
-                continue  # already applied (a resent request)
+                self._update_settings(replica, role)  # already applied, but a topic's settings may have changed
+                continue
             if role.leader == self.broker_id:
                 self._become_leader(replica, role)
             elif role.leader < 0:
@@ -172,6 +173,15 @@ class ReplicaManager:
             for listener in self.on_role_change:
                 listener(role.topic, role.partition)
         return codes
+
+    @staticmethod
+    def _update_settings(replica: Replica, role: PartitionRole) -> None:
+        """The topic settings a role carries, applied to a replica already in its epoch (topic_config_watch)."""
+        if replica.min_insync != role.min_insync:
+            log.info("replica.config_changed", topic=replica.topic, partition=replica.partition,
+                     min_insync_replicas=role.min_insync, was=replica.min_insync)
+            with replica.lock:
+                replica.min_insync = role.min_insync
 
     def _become_leader(self, replica: Replica, role: PartitionRole) -> None:
         with replica.lock:

@@ -1,4 +1,4 @@
-"""``rill topics list|create|describe|elect-leaders``.
+"""``rill topics list|create|describe|alter|elect-leaders``.
 
 ``create`` without ``--replication-factor`` (or with 1) makes a Kafka 0.7-style topic on
 the ``--broker`` it names, over the data plane, as it always has. A larger factor (or
@@ -11,9 +11,12 @@ until the controller has given every partition a leader and each leader serves i
 REPLICAS, ISR and LEADER_EPOCH columns (``-`` in them for a 0.7-style topic listed
 beside one); ``--under-replicated`` prints only partitions whose ISR is smaller than
 their replicas, and nothing at all when there are none (as kafka-topics.sh
-``--describe --under-replicated-partitions``).
+``--describe --under-replicated-partitions``). When a described topic has settings
+(``min.insync.replicas=3``...), a last CONFIGS column gives each row its topic's, as
+``key=value,key=value`` (``-``: none); without any, the output is as before.
 
-``elect-leaders`` is preferred leader election (``preferred_leaders``).
+``alter`` changes a replicated topic's settings (``topic_config``); ``elect-leaders`` is
+preferred leader election (``preferred_leaders``).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from collections.abc import Sequence
 from rill.client.cli.common import CliError, add_broker_arguments, info, positive_float, positive_int, topic_name
 from rill.client.cli.groups import add_grpc_arguments
 from rill.client.cli.preferred_leaders import add_elect_leaders
+from rill.client.cli.topic_config import add_alter, config_entry, configs_text
 from rill.client.grpc_client import AdminClient, error_name
 from rill.client.protocol import requests as rq
 from rill.client.simple import SimpleConsumer
@@ -32,6 +36,7 @@ from rill.v1 import admin_pb2 as apb
 
 HEADER = "TOPIC\tPARTITION\tSTART\tEND\tBYTES\tLEADER"
 REPLICATED_HEADER = "\tREPLICAS\tISR\tLEADER_EPOCH"
+CONFIGS_HEADER = "\tCONFIGS"
 WAIT_POLL_S = 0.2
 
 
@@ -51,6 +56,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
                           action="store_true",
                           help="only partitions whose ISR is smaller than their replicas (no output: none)")
     describe.set_defaults(run=run_describe)
+    add_alter(actions)
     add_elect_leaders(actions)
 
 
@@ -72,14 +78,6 @@ def _add_create(actions: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         help="how long to wait for every partition of a replicated topic to get a leader "
                              "(default: 30)")
     create.set_defaults(run=run_create)
-
-
-def config_entry(text: str) -> tuple[str, str]:
-    """argparse type for ``KEY=VALUE``."""
-    key, sep, value = text.partition("=")
-    if not sep or not key.strip():
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
-    return key.strip(), value.strip()
 
 
 def run_list(args: argparse.Namespace) -> int:
@@ -177,10 +175,11 @@ def run_describe(args: argparse.Namespace) -> int:
     missing = [t.topic for t in topics if t.error_code]
     rows = [(t, p) for t in topics for p in t.partitions]
     if rows or not args.under_replicated:
-        replicated = args.under_replicated or any(p.replicas for _, p in rows)
-        print(HEADER + (REPLICATED_HEADER if replicated else ""))
+        configs = any(t.config for t in topics)
+        replicated = args.under_replicated or configs or any(p.replicas for _, p in rows)
+        print(HEADER + (REPLICATED_HEADER if replicated else "") + (CONFIGS_HEADER if configs else ""))
         for t, p in rows:
-            print(describe_row(t, p, replicated))
+            print(describe_row(t, p, replicated) + (f"\t{configs_text(t.config)}" if configs else ""))
     if missing:
         raise CliError(f"unknown topic(s): {', '.join(missing)}")
     return 0

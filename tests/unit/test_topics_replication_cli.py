@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from rill.broker.cluster.admin_servicer import topic_config_problem
+from rill.broker.cluster.topic_config import topic_config_problem
 from rill.client.cli.main import build_parser
 from rill.client.cli.topics import config_entry, describe_row
 from rill.v1 import admin_pb2 as apb

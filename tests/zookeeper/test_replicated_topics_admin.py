@@ -171,10 +171,11 @@ def test_cli_creates_a_replicated_topic_and_describes_it(cluster: dict[int, Runn
     assert replicas is not None and dict(replicas.config) == {"unclean.leader.election.enable": "true"}
     assert main(["topics", "describe", "--grpc", cluster[3].grpc_address, "--topic", TOPIC]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].endswith("\tLEADER\tREPLICAS\tISR\tLEADER_EPOCH")
+    assert lines[0].endswith("\tLEADER\tREPLICAS\tISR\tLEADER_EPOCH\tCONFIGS")  # the topic has a setting
     rows = [line.split("\t") for line in lines[1:]]
     assert [r[1] for r in rows] == ["0", "1", "2"]
     for r in rows:
+        assert r[9] == "unclean.leader.election.enable=true"
         assert sorted(r[6].split(",")) == ["1", "2", "3"] and sorted(r[7].split(",")) == ["1", "2", "3"]
         assert r[5] == r[6].split(",")[0] and r[8] == "0"  # the preferred leader, first epoch
     assert main(["topics", "create", "--broker", b.address, "--topic", "other", "--partitions", "1",

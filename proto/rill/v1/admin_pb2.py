@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from rill.v1 import coordinator_pb2 as rill_dot_v1_dot_coordinator__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13rill/v1/admin.proto\x12\x07rill.v1\x1a\x19rill/v1/coordinator.proto\"\xbb\x01\n\x12\x43reateTopicRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x12\n\npartitions\x18\x02 \x01(\x05\x12\x1a\n\x12replication_factor\x18\x03 \x01(\x05\x12\x37\n\x06\x63onfig\x18\x04 \x03(\x0b\x32\'.rill.v1.CreateTopicRequest.ConfigEntry\x1a-\n\x0b\x43onfigEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"~\n\x13\x43reateTopicResponse\x12&\n\nerror_code\x18\x01 \x01(\x0e\x32\x12.rill.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12(\n\x05topic\x18\x03 \x01(\x0b\x32\x19.rill.v1.TopicDescription\"\x13\n\x11ListTopicsRequest\"?\n\x12ListTopicsResponse\x12)\n\x06topics\x18\x01 \x03(\x0b\x32\x19.rill.v1.TopicDescription\"F\n\x15\x44\x65scribeTopicsRequest\x12\x0e\n\x06topics\x18\x01 \x03(\t\x12\x1d\n\x15under_replicated_only\x18\x02 \x01(\x08\"\xe0\x01\n\x14PartitionDescription\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12\x14\n\x0cstart_offset\x18\x02 \x01(\x03\x12\x12\n\nend_offset\x18\x03 \x01(\x03\x12\x12\n\nsize_bytes\x18\x04 \x01(\x03\x12\x0e\n\x06leader\x18\x05 \x01(\x05\x12\x18\n\x10\x62roker_partition\x18\x06 \x01(\x05\x12\x10\n\x08replicas\x18\x07 \x03(\x05\x12\x0b\n\x03isr\x18\x08 \x03(\x05\x12\x14\n\x0cleader_epoch\x18\t \x01(\x05\x12\x18\n\x10under_replicated\x18\n \x01(\x08\"\xb1\x01\n\x10TopicDescription\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x17\n\x0fpartition_count\x18\x02 \x01(\x05\x12\x31\n\npartitions\x18\x03 \x03(\x0b\x32\x1d.rill.v1.PartitionDescription\x12&\n\nerror_code\x18\x04 \x01(\x0e\x32\x12.rill.v1.ErrorCode\x12\x1a\n\x12replication_factor\x18\x05 \x01(\x05\"C\n\x16\x44\x65scribeTopicsResponse\x12)\n\x06topics\x18\x01 \x03(\x0b\x32\x19.rill.v1.TopicDescription\"\x18\n\x16\x44\x65scribeClusterRequest\"S\n\x1aGroupCoordinatorAssignment\x12\x16\n\x0e\x63onsumer_group\x18\x01 \x01(\t\x12\x1d\n\x15\x63oordinator_broker_id\x18\x02 \x01(\x05\"\x94\x01\n\x17\x44\x65scribeClusterResponse\x12 \n\x07\x62rokers\x18\x01 \x03(\x0b\x32\x0f.rill.v1.Broker\x12\x1c\n\x14\x63ontroller_broker_id\x18\x02 \x01(\x05\x12\x39\n\x0c\x63oordinators\x18\x03 \x03(\x0b\x32#.rill.v1.GroupCoordinatorAssignment\".\n\x14\x44\x65scribeGroupRequest\x12\x16\n\x0e\x63onsumer_group\x18\x01 \x01(\t\"\xc7\x01\n\x11MemberDescription\x12\x13\n\x0b\x63onsumer_id\x18\x01 \x01(\t\x12\x11\n\tclient_id\x18\x02 \x01(\t\x12+\n\nassignment\x18\x03 \x03(\x0b\x32\x17.rill.v1.TopicPartition\x12\x32\n\x11static_partitions\x18\x04 \x03(\x0b\x32\x17.rill.v1.TopicPartition\x12\x0e\n\x06topics\x18\x05 \x03(\t\x12\x19\n\x11last_heartbeat_ms\x18\x06 \x01(\x03\"\x95\x01\n\x0cPartitionLag\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x18\n\x10\x63ommitted_offset\x18\x03 \x01(\x03\x12\x12\n\nend_offset\x18\x04 \x01(\x03\x12\x11\n\tlag_bytes\x18\x05 \x01(\x03\x12\x13\n\x0blag_seconds\x18\x06 \x01(\x01\x12\r\n\x05owner\x18\x07 \x01(\t\"\xd1\x02\n\x15\x44\x65scribeGroupResponse\x12&\n\nerror_code\x18\x01 \x01(\x0e\x32\x12.rill.v1.ErrorCode\x12\x16\n\x0e\x63onsumer_group\x18\x02 \x01(\t\x12\r\n\x05state\x18\x03 \x01(\t\x12\x12\n\ngeneration\x18\x04 \x01(\x03\x12\x1b\n\x13\x61ssignment_strategy\x18\x05 \x01(\t\x12\x11\n\tephemeral\x18\x06 \x01(\x08\x12\x17\n\x0fsession_timeout\x18\x07 \x01(\x03\x12\x0e\n\x06topics\x18\x08 \x03(\t\x12+\n\x07members\x18\t \x03(\x0b\x32\x1a.rill.v1.MemberDescription\x12)\n\npartitions\x18\n \x03(\x0b\x32\x15.rill.v1.PartitionLag\x12$\n\x0b\x63oordinator\x18\x0b \x01(\x0b\x32\x0f.rill.v1.Broker\"4\n\x0fTopicPartitions\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x12\n\npartitions\x18\x02 \x03(\x05\"q\n\x13\x45lectLeadersRequest\x12\x32\n\x10topic_partitions\x18\x01 \x03(\x0b\x32\x18.rill.v1.TopicPartitions\x12\x12\n\nall_topics\x18\x02 \x01(\x08\x12\x12\n\ntimeout_ms\x18\x03 \x01(\x05\"\x8a\x01\n\x17PartitionElectionResult\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12&\n\nerror_code\x18\x03 \x01(\x0e\x32\x12.rill.v1.ErrorCode\x12\x15\n\rerror_message\x18\x04 \x01(\t\x12\x0e\n\x06leader\x18\x05 \x01(\x05\"\xad\x01\n\x14\x45lectLeadersResponse\x12&\n\nerror_code\x18\x01 \x01(\x0e\x32\x12.rill.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12#\n\ncontroller\x18\x03 \x01(\x0b\x32\x0f.rill.v1.Broker\x12\x31\n\x07results\x18\x04 \x03(\x0b\x32 .rill.v1.PartitionElectionResult2\xde\x03\n\x05\x41\x64min\x12H\n\x0b\x43reateTopic\x12\x1b.rill.v1.CreateTopicRequest\x1a\x1c.rill.v1.CreateTopicResponse\x12\x45\n\nListTopics\x12\x1a.rill.v1.ListTopicsRequest\x1a\x1b.rill.v1.ListTopicsResponse\x12Q\n\x0e\x44\x65scribeTopics\x12\x1e.rill.v1.DescribeTopicsRequest\x1a\x1f.rill.v1.DescribeTopicsResponse\x12T\n\x0f\x44\x65scribeCluster\x12\x1f.rill.v1.DescribeClusterRequest\x1a .rill.v1.DescribeClusterResponse\x12N\n\rDescribeGroup\x12\x1d.rill.v1.DescribeGroupRequest\x1a\x1e.rill.v1.DescribeGroupResponse\x12K\n\x0c\x45lectLeaders\x12\x1c.rill.v1.ElectLeadersRequest\x1a\x1d.rill.v1.ElectLeadersResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13rill/v1/admin.proto\x12\x07rill.v1\x1a\x19rill/v1/coordinator.proto\"\xbb\x01\n\x12\x43reateTopicRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x12\n\npartitions\x18\x02 \x01(\x05\x12\x1a\n\x12replication_factor\x18\x03 \x01(\x05\x12\x37\n\x06\x63onfig\x18\x04 \x03(\x0b\x32\'.rill.v1.CreateTopicRequest.ConfigEntry\x1a-\n\x0b\x43onfigEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"~\n\x13\x43reateTopicResponse\x12&\n\nerror_code\x18\x01 \x01(\x0e\x32\x12.rill.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12(\n\x05topic\x18\x03 \x01(\x0b\x32\x19.rill.v1.TopicDescription\"\x13\n\x11ListTopicsRequest\"?\n\x12ListTopicsResponse\x12)\n\x06topics\x18\x01 \x03(\x0b\x32\x19.rill.v1.TopicDescription\"F\n\x15\x44\x65scribeTopicsRequest\x12\x0e\n\x06topics\x18\x01 \x03(\t\x12\x1d\n\x15under_replicated_only\x18\x02 \x01(\x08\"\xe0\x01\n\x14PartitionDescription\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12\x14\n\x0cstart_offset\x18\x02 \x01(\x03\x12\x12\n\nend_offset\x18\x03 \x01(\x03\x12\x12\n\nsize_bytes\x18\x04 \x01(\x03\x12\x0e\n\x06leader\x18\x05 \x01(\x05\x12\x18\n\x10\x62roker_partition\x18\x06 \x01(\x05\x12\x10\n\x08replicas\x18\x07 \x03(\x05\x12\x0b\n\x03isr\x18\x08 \x03(\x05\x12\x14\n\x0cleader_epoch\x18\t \x01(\x05\x12\x18\n\x10under_replicated\x18\n \x01(\x08\"\x97\x02\n\x10TopicDescription\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x17\n\x0fpartition_count\x18\x02 \x01(\x05\x12\x31\n\npartitions\x18\x03 \x03(\x0b\x32\x1d.rill.v1.PartitionDescription\x12&\n\nerror_code\x18\x04 \x01(\x0e\x32\x12.rill.v1.ErrorCode\x12\x1a\n\x12replication_factor\x18\x05 \x01(\x05\x12\x35\n\x06\x63onfig\x18\x06 \x03(\x0b\x32%.rill.v1.TopicDescription.ConfigEntry\x1a-\n\x0b\x43onfigEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"C\n\x16\x44\x65scribeTopicsResponse\x12)\n\x06topics\x18\x01 \x03(\x0b\x32\x19.rill.v1.TopicDescription\"\x18\n\x16\x44\x65scribeClusterRequest\"S\n\x1aGroupCoordinatorAssignment\x12\x16\n\x0e\x63onsumer_group\x18\x01 \x01(\t\x12\x1d\n\x15\x63oordinator_broker_id\x18\x02 \x01(\x05\"\x94\x01\n\x17\x44\x65scribeClusterResponse\x12 \n\x07\x62rokers\x18\x01 \x03(\x0b\x32\x0f.rill.v1.Broker\x12\x1c\n\x14\x63ontroller_broker_id\x18\x02 \x01(\x05\x12\x39\n\x0c\x63oordinators\x18\x03 \x03(\x0b\x32#.rill.v1.GroupCoordinatorAssignment\".\n\x14\x44\x65scribeGroupRequest\x12\x16\n\x0e\x63onsumer_group\x18\x01 \x01(\t\"\xc7\x01\n\x11MemberDescription\x12\x13\n\x0b\x63onsumer_id\x18\x01 \x01(\t\x12\x11\n\tclient_id\x18\x02 \x01(\t\x12+\n\nassignment\x18\x03 \x03(\x0b\x32\x17.rill.v1.TopicPartition\x12\x32\n\x11static_partitions\x18\x04 \x03(\x0b\x32\x17.rill.v1.TopicPartition\x12\x0e\n\x06topics\x18\x05 \x03(\t\x12\x19\n\x11last_heartbeat_ms\x18\x06 \x01(\x03\"\x95\x01\n\x0cPartitionLag\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x18\n\x10\x63ommitted_offset\x18\x03 \x01(\x03\x12\x12\n\nend_offset\x18\x04 \x01(\x03\x12\x11\n\tlag_bytes\x18\x05 \x01(\x03\x12\x13\n\x0blag_seconds\x18\x06 \x01(\x01\x12\r\n\x05owner\x18\x07 \x01(\t\"\xd1\x02\n\x15\x44\x65scribeGroupResponse\x12&\n\nerror_code\x18\x01 \x01(\x0e\x32\x12.rill.v1.ErrorCode\x12\x16\n\x0e\x63onsumer_group\x18\x02 \x01(\t\x12\r\n\x05state\x18\x03 \x01(\t\x12\x12\n\ngeneration\x18\x04 \x01(\x03\x12\x1b\n\x13\x61ssignment_strategy\x18\x05 \x01(\t\x12\x11\n\tephemeral\x18\x06 \x01(\x08\x12\x17\n\x0fsession_timeout\x18\x07 \x01(\x03\x12\x0e\n\x06topics\x18\x08 \x03(\t\x12+\n\x07members\x18\t \x03(\x0b\x32\x1a.rill.v1.MemberDescription\x12)\n\npartitions\x18\n \x03(\x0b\x32\x15.rill.v1.PartitionLag\x12$\n\x0b\x63oordinator\x18\x0b \x01(\x0b\x32\x0f.rill.v1.Broker\"4\n\x0fTopicPartitions\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x12\n\npartitions\x18\x02 \x03(\x05\"q\n\x13\x45lectLeadersRequest\x12\x32\n\x10topic_partitions\x18\x01 \x03(\x0b\x32\x18.rill.v1.TopicPartitions\x12\x12\n\nall_topics\x18\x02 \x01(\x08\x12\x12\n\ntimeout_ms\x18\x03 \x01(\x05\"\x8a\x01\n\x17PartitionElectionResult\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12&\n\nerror_code\x18\x03 \x01(\x0e\x32\x12.rill.v1.ErrorCode\x12\x15\n\rerror_message\x18\x04 \x01(\t\x12\x0e\n\x06leader\x18\x05 \x01(\x05\"\xad\x01\n\x14\x45lectLeadersResponse\x12&\n\nerror_code\x18\x01 \x01(\x0e\x32\x12.rill.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12#\n\ncontroller\x18\x03 \x01(\x0b\x32\x0f.rill.v1.Broker\x12\x31\n\x07results\x18\x04 \x03(\x0b\x32 .rill.v1.PartitionElectionResult\"\xb6\x01\n\x17\x41lterTopicConfigRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x43\n\nset_config\x18\x02 \x03(\x0b\x32/.rill.v1.AlterTopicConfigRequest.SetConfigEntry\x12\x15\n\rdelete_config\x18\x03 \x03(\t\x1a\x30\n\x0eSetConfigEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xbb\x02\n\x18\x41lterTopicConfigResponse\x12&\n\nerror_code\x18\x01 \x01(\x0e\x32\x12.rill.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x41\n\x08previous\x18\x03 \x03(\x0b\x32/.rill.v1.AlterTopicConfigResponse.PreviousEntry\x12=\n\x06\x63onfig\x18\x04 \x03(\x0b\x32-.rill.v1.AlterTopicConfigResponse.ConfigEntry\x1a/\n\rPreviousEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a-\n\x0b\x43onfigEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x32\xb7\x04\n\x05\x41\x64min\x12H\n\x0b\x43reateTopic\x12\x1b.rill.v1.CreateTopicRequest\x1a\x1c.rill.v1.CreateTopicResponse\x12\x45\n\nListTopics\x12\x1a.rill.v1.ListTopicsRequest\x1a\x1b.rill.v1.ListTopicsResponse\x12Q\n\x0e\x44\x65scribeTopics\x12\x1e.rill.v1.DescribeTopicsRequest\x1a\x1f.rill.v1.DescribeTopicsResponse\x12T\n\x0f\x44\x65scribeCluster\x12\x1f.rill.v1.DescribeClusterRequest\x1a .rill.v1.DescribeClusterResponse\x12N\n\rDescribeGroup\x12\x1d.rill.v1.DescribeGroupRequest\x1a\x1e.rill.v1.DescribeGroupResponse\x12K\n\x0c\x45lectLeaders\x12\x1c.rill.v1.ElectLeadersRequest\x1a\x1d.rill.v1.ElectLeadersResponse\x12W\n\x10\x41lterTopicConfig\x12 .rill.v1.AlterTopicConfigRequest\x1a!.rill.v1.AlterTopicConfigResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,6 +34,14 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_CREATETOPICREQUEST_CONFIGENTRY']._loaded_options = None
   _globals['_CREATETOPICREQUEST_CONFIGENTRY']._serialized_options = b'8\001'
+  _globals['_TOPICDESCRIPTION_CONFIGENTRY']._loaded_options = None
+  _globals['_TOPICDESCRIPTION_CONFIGENTRY']._serialized_options = b'8\001'
+  _globals['_ALTERTOPICCONFIGREQUEST_SETCONFIGENTRY']._loaded_options = None
+  _globals['_ALTERTOPICCONFIGREQUEST_SETCONFIGENTRY']._serialized_options = b'8\001'
+  _globals['_ALTERTOPICCONFIGRESPONSE_PREVIOUSENTRY']._loaded_options = None
+  _globals['_ALTERTOPICCONFIGRESPONSE_PREVIOUSENTRY']._serialized_options = b'8\001'
+  _globals['_ALTERTOPICCONFIGRESPONSE_CONFIGENTRY']._loaded_options = None
+  _globals['_ALTERTOPICCONFIGRESPONSE_CONFIGENTRY']._serialized_options = b'8\001'
   _globals['_CREATETOPICREQUEST']._serialized_start=60
   _globals['_CREATETOPICREQUEST']._serialized_end=247
   _globals['_CREATETOPICREQUEST_CONFIGENTRY']._serialized_start=202
@@ -49,31 +57,43 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_PARTITIONDESCRIPTION']._serialized_start=536
   _globals['_PARTITIONDESCRIPTION']._serialized_end=760
   _globals['_TOPICDESCRIPTION']._serialized_start=763
-  _globals['_TOPICDESCRIPTION']._serialized_end=940
-  _globals['_DESCRIBETOPICSRESPONSE']._serialized_start=942
-  _globals['_DESCRIBETOPICSRESPONSE']._serialized_end=1009
-  _globals['_DESCRIBECLUSTERREQUEST']._serialized_start=1011
-  _globals['_DESCRIBECLUSTERREQUEST']._serialized_end=1035
-  _globals['_GROUPCOORDINATORASSIGNMENT']._serialized_start=1037
-  _globals['_GROUPCOORDINATORASSIGNMENT']._serialized_end=1120
-  _globals['_DESCRIBECLUSTERRESPONSE']._serialized_start=1123
-  _globals['_DESCRIBECLUSTERRESPONSE']._serialized_end=1271
-  _globals['_DESCRIBEGROUPREQUEST']._serialized_start=1273
-  _globals['_DESCRIBEGROUPREQUEST']._serialized_end=1319
-  _globals['_MEMBERDESCRIPTION']._serialized_start=1322
-  _globals['_MEMBERDESCRIPTION']._serialized_end=1521
-  _globals['_PARTITIONLAG']._serialized_start=1524
-  _globals['_PARTITIONLAG']._serialized_end=1673
-  _globals['_DESCRIBEGROUPRESPONSE']._serialized_start=1676
-  _globals['_DESCRIBEGROUPRESPONSE']._serialized_end=2013
-  _globals['_TOPICPARTITIONS']._serialized_start=2015
-  _globals['_TOPICPARTITIONS']._serialized_end=2067
-  _globals['_ELECTLEADERSREQUEST']._serialized_start=2069
-  _globals['_ELECTLEADERSREQUEST']._serialized_end=2182
-  _globals['_PARTITIONELECTIONRESULT']._serialized_start=2185
-  _globals['_PARTITIONELECTIONRESULT']._serialized_end=2323
-  _globals['_ELECTLEADERSRESPONSE']._serialized_start=2326
-  _globals['_ELECTLEADERSRESPONSE']._serialized_end=2499
-  _globals['_ADMIN']._serialized_start=2502
-  _globals['_ADMIN']._serialized_end=2980
+  _globals['_TOPICDESCRIPTION']._serialized_end=1042
+  _globals['_TOPICDESCRIPTION_CONFIGENTRY']._serialized_start=202
+  _globals['_TOPICDESCRIPTION_CONFIGENTRY']._serialized_end=247
+  _globals['_DESCRIBETOPICSRESPONSE']._serialized_start=1044
+  _globals['_DESCRIBETOPICSRESPONSE']._serialized_end=1111
+  _globals['_DESCRIBECLUSTERREQUEST']._serialized_start=1113
+  _globals['_DESCRIBECLUSTERREQUEST']._serialized_end=1137
+  _globals['_GROUPCOORDINATORASSIGNMENT']._serialized_start=1139
+  _globals['_GROUPCOORDINATORASSIGNMENT']._serialized_end=1222
+  _globals['_DESCRIBECLUSTERRESPONSE']._serialized_start=1225
+  _globals['_DESCRIBECLUSTERRESPONSE']._serialized_end=1373
+  _globals['_DESCRIBEGROUPREQUEST']._serialized_start=1375
+  _globals['_DESCRIBEGROUPREQUEST']._serialized_end=1421
+  _globals['_MEMBERDESCRIPTION']._serialized_start=1424
+  _globals['_MEMBERDESCRIPTION']._serialized_end=1623
+  _globals['_PARTITIONLAG']._serialized_start=1626
+  _globals['_PARTITIONLAG']._serialized_end=1775
+  _globals['_DESCRIBEGROUPRESPONSE']._serialized_start=1778
+  _globals['_DESCRIBEGROUPRESPONSE']._serialized_end=2115
+  _globals['_TOPICPARTITIONS']._serialized_start=2117
+  _globals['_TOPICPARTITIONS']._serialized_end=2169
+  _globals['_ELECTLEADERSREQUEST']._serialized_start=2171
+  _globals['_ELECTLEADERSREQUEST']._serialized_end=2284
+  _globals['_PARTITIONELECTIONRESULT']._serialized_start=2287
+  _globals['_PARTITIONELECTIONRESULT']._serialized_end=2425
+  _globals['_ELECTLEADERSRESPONSE']._serialized_start=2428
+  _globals['_ELECTLEADERSRESPONSE']._serialized_end=2601
+  _globals['_ALTERTOPICCONFIGREQUEST']._serialized_start=2604
+  _globals['_ALTERTOPICCONFIGREQUEST']._serialized_end=2786
+  _globals['_ALTERTOPICCONFIGREQUEST_SETCONFIGENTRY']._serialized_start=2738
+  _globals['_ALTERTOPICCONFIGREQUEST_SETCONFIGENTRY']._serialized_end=2786
+  _globals['_ALTERTOPICCONFIGRESPONSE']._serialized_start=2789
+  _globals['_ALTERTOPICCONFIGRESPONSE']._serialized_end=3104
+  _globals['_ALTERTOPICCONFIGRESPONSE_PREVIOUSENTRY']._serialized_start=3010
+  _globals['_ALTERTOPICCONFIGRESPONSE_PREVIOUSENTRY']._serialized_end=3057
+  _globals['_ALTERTOPICCONFIGRESPONSE_CONFIGENTRY']._serialized_start=202
+  _globals['_ALTERTOPICCONFIGRESPONSE_CONFIGENTRY']._serialized_end=247
+  _globals['_ADMIN']._serialized_start=3107
+  _globals['_ADMIN']._serialized_end=3674
 # @@protoc_insertion_point(module_scope)

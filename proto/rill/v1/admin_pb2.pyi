@@ -79,18 +79,27 @@ class PartitionDescription(_message.Message):
     def __init__(self, partition: _Optional[int] = ..., start_offset: _Optional[int] = ..., end_offset: _Optional[int] = ..., size_bytes: _Optional[int] = ..., leader: _Optional[int] = ..., broker_partition: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ..., isr: _Optional[_Iterable[int]] = ..., leader_epoch: _Optional[int] = ..., under_replicated: _Optional[bool] = ...) -> None: ...
 
 class TopicDescription(_message.Message):
-    __slots__ = ("topic", "partition_count", "partitions", "error_code", "replication_factor")
+    __slots__ = ("topic", "partition_count", "partitions", "error_code", "replication_factor", "config")
+    class ConfigEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     PARTITION_COUNT_FIELD_NUMBER: _ClassVar[int]
     PARTITIONS_FIELD_NUMBER: _ClassVar[int]
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
     REPLICATION_FACTOR_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
     topic: str
     partition_count: int
     partitions: _containers.RepeatedCompositeFieldContainer[PartitionDescription]
     error_code: _coordinator_pb2.ErrorCode
     replication_factor: int
-    def __init__(self, topic: _Optional[str] = ..., partition_count: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[PartitionDescription, _Mapping]]] = ..., error_code: _Optional[_Union[_coordinator_pb2.ErrorCode, str]] = ..., replication_factor: _Optional[int] = ...) -> None: ...
+    config: _containers.ScalarMap[str, str]
+    def __init__(self, topic: _Optional[str] = ..., partition_count: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[PartitionDescription, _Mapping]]] = ..., error_code: _Optional[_Union[_coordinator_pb2.ErrorCode, str]] = ..., replication_factor: _Optional[int] = ..., config: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class DescribeTopicsResponse(_message.Message):
     __slots__ = ("topics",)
@@ -229,3 +238,46 @@ class ElectLeadersResponse(_message.Message):
     controller: _coordinator_pb2.Broker
     results: _containers.RepeatedCompositeFieldContainer[PartitionElectionResult]
     def __init__(self, error_code: _Optional[_Union[_coordinator_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., controller: _Optional[_Union[_coordinator_pb2.Broker, _Mapping]] = ..., results: _Optional[_Iterable[_Union[PartitionElectionResult, _Mapping]]] = ...) -> None: ...
+
+class AlterTopicConfigRequest(_message.Message):
+    __slots__ = ("topic", "set_config", "delete_config")
+    class SetConfigEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    SET_CONFIG_FIELD_NUMBER: _ClassVar[int]
+    DELETE_CONFIG_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    set_config: _containers.ScalarMap[str, str]
+    delete_config: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, topic: _Optional[str] = ..., set_config: _Optional[_Mapping[str, str]] = ..., delete_config: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class AlterTopicConfigResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "previous", "config")
+    class PreviousEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class ConfigEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    PREVIOUS_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    error_code: _coordinator_pb2.ErrorCode
+    error_message: str
+    previous: _containers.ScalarMap[str, str]
+    config: _containers.ScalarMap[str, str]
+    def __init__(self, error_code: _Optional[_Union[_coordinator_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., previous: _Optional[_Mapping[str, str]] = ..., config: _Optional[_Mapping[str, str]] = ...) -> None: ...

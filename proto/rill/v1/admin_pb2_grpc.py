@@ -64,6 +64,11 @@ class AdminStub:
                 request_serializer=rill_dot_v1_dot_admin__pb2.ElectLeadersRequest.SerializeToString,
                 response_deserializer=rill_dot_v1_dot_admin__pb2.ElectLeadersResponse.FromString,
                 _registered_method=True)
+        self.AlterTopicConfig = channel.unary_unary(
+                '/rill.v1.Admin/AlterTopicConfig',
+                request_serializer=rill_dot_v1_dot_admin__pb2.AlterTopicConfigRequest.SerializeToString,
+                response_deserializer=rill_dot_v1_dot_admin__pb2.AlterTopicConfigResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServicer:
@@ -109,6 +114,16 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AlterTopicConfig(self, request, context):
+        """Change a replicated topic's settings at run time (Kafka's IncrementalAlterConfigs for one
+        topic): set some keys, delete others, keep the rest. Any broker may answer: it writes the
+        topic's ZooKeeper node conditionally (re-reading and re-applying when another alter got in
+        first), and the controller, which watches the node, sends the new settings to the brokers.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -141,6 +156,11 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.ElectLeaders,
                     request_deserializer=rill_dot_v1_dot_admin__pb2.ElectLeadersRequest.FromString,
                     response_serializer=rill_dot_v1_dot_admin__pb2.ElectLeadersResponse.SerializeToString,
+            ),
+            'AlterTopicConfig': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterTopicConfig,
+                    request_deserializer=rill_dot_v1_dot_admin__pb2.AlterTopicConfigRequest.FromString,
+                    response_serializer=rill_dot_v1_dot_admin__pb2.AlterTopicConfigResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -305,6 +325,33 @@ class Admin:
             '/rill.v1.Admin/ElectLeaders',
             rill_dot_v1_dot_admin__pb2.ElectLeadersRequest.SerializeToString,
             rill_dot_v1_dot_admin__pb2.ElectLeadersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterTopicConfig(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rill.v1.Admin/AlterTopicConfig',
+            rill_dot_v1_dot_admin__pb2.AlterTopicConfigRequest.SerializeToString,
+            rill_dot_v1_dot_admin__pb2.AlterTopicConfigResponse.FromString,
             options,
             channel_credentials,
             insecure,
