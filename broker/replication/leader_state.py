@@ -18,7 +18,9 @@ Rules (Kafka 2.4's, ../shared/notes/replication.md section 1):
   could be elected without committed data between the leader's HW and LEO.
 - **High watermark.** The smallest LEO among the leader and the ISR followers; it never
   goes down on a leader. A follower whose LEO is not known yet (no fetch in this epoch)
-  holds it where it is.
+  holds it where it is. While an expansion is being written, the joining follower counts
+  already (Kafka's "maximal ISR", KIP-497): once written, ZooKeeper lists it in sync and
+  the controller may elect it, so nothing it lacks may have been committed meanwhile.
 - **ISR changes are proposals.** :meth:`shrink_proposal` and the expansion returned by
   :meth:`on_follower_fetch` name a new ISR; it takes effect only through
   :meth:`apply_isr`, after the caller's conditional write to ZooKeeper succeeded (the
@@ -127,10 +129,14 @@ class LeaderState:
 
     # -- high watermark -------------------------------------------------------------------
 
+    def maximal_isr(self) -> frozenset[int]:
+        """The ISR, with the followers a proposal in flight would add (a shrink in flight removes no one yet)."""
+        return self.isr if self.pending_isr is None else self.isr | self.pending_isr
+
     def update_high_watermark(self, leader_end: int) -> bool:
-        """Recompute the HW from the ISR's log ends; True when it moved (it only grows)."""
+        """Recompute the HW from the maximal ISR's log ends; True when it moved (it only grows)."""
         candidate = leader_end
-        for b in self.isr:
+        for b in self.maximal_isr():
             if b == self.leader_id:
                 continue
             end = self.followers[b].log_end if b in self.followers else UNKNOWN_OFFSET

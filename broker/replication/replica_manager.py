@@ -377,6 +377,7 @@ class ReplicaManager:
         state.pending_isr = None
         if result.current is not None and result.current.leader_epoch == state.leader_epoch:
             state.zk_version = result.zk_version  # someone rewrote the node in our epoch: try again later
+        self._update_high_watermark(replica)  # a join not written no longer holds the HW
 
     def close(self) -> None:
         self._shrink_timer.cancel()

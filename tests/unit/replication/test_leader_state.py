@@ -105,3 +105,27 @@ def test_new_leader_starts_with_followers_unknown_and_isr_members_caught_up() ->
     assert state.followers[2].log_end == UNKNOWN_OFFSET
     assert state.followers[2].last_caught_up_ms == 50.0
     assert state.followers[3].last_caught_up_ms == 0.0
+
+
+def test_a_follower_joining_the_isr_holds_the_high_watermark_while_its_write_is_in_flight() -> None:
+    """While the ISR write that adds a follower is in flight, that follower already holds the HW (Kafka's maximal
+    ISR): once ZooKeeper lists it, the controller may elect it, so the HW must not have passed its log end."""
+    state = leader(isr=(1, 2))
+    state.on_follower_fetch(2, 500, 1.0, leader_end=500)
+    proposal = state.on_follower_fetch(3, 500, 2.0, leader_end=500)
+    assert proposal == frozenset({1, 2, 3}) and state.high_watermark == 500
+    state.pending_isr = proposal  # the caller's ZooKeeper write is in flight
+    state.on_follower_fetch(2, 900, 3.0, leader_end=900)  # the leader appended and follower 2 has it; 3 is silent
+    assert state.high_watermark == 500
+    state.apply_isr(proposal, zk_version=8, leader_end=900)
+    assert state.high_watermark <= state.followers[3].log_end
+
+
+def test_a_shrink_in_flight_keeps_the_leaving_follower_holding_the_high_watermark() -> None:
+    """A proposed shrink changes nothing until written: the follower leaving still holds the HW."""
+    state = leader(isr=(1, 2, 3))
+    state.on_follower_fetch(2, 500, 1.0, leader_end=500)
+    state.on_follower_fetch(3, 100, 1.0, leader_end=500)
+    state.pending_isr = frozenset({1, 2})
+    assert state.update_high_watermark(leader_end=500) is False
+    assert state.high_watermark == 100
