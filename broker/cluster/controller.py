@@ -57,8 +57,8 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.protocol.states import WatchedEvent
 
-from rill.broker.cluster.controller_actions import (Decide, address, elect_and_write, log_elections, ms, reread,
-                                                   send_leader_and_isr)
+from rill.broker.cluster.controller_actions import (Decide, Resends, address, elect_and_write, log_elections, ms,
+                                                   reread, send_leader_and_isr)
 from rill.broker.cluster.controller_context import ControllerContext, decide_reconcile, decide_shutdown, unclean_for
 from rill.broker.cluster.partition_states import (ControllerEpoch, ControllerMoved, PartitionKey, elect_controller,
                                                   read_controller, read_states, read_topic)
@@ -97,6 +97,7 @@ class Controller:
         self.retry_backoff_s = retry_backoff_s
         self.rebalance = rebalance
         self._timer: ThreadTimer | None = None
+        self._resends = Resends(self._later, retry_backoff_s)
         self.log = log.bind(broker_id=broker_id)
         self._tasks: queue.Queue[Callable[[], None] | None] = queue.Queue()
         self._ctx: ControllerContext | None = None
@@ -123,8 +124,8 @@ class Controller:
         self._thread = threading.Thread(target=self._run, name="rill-controller", daemon=True)
         self._thread.start()
         self._post(self._campaign)
+        self._timer = ThreadTimer(name="rill-controller-timer")
         if self.rebalance.enabled:
-            self._timer = ThreadTimer(name="rill-leader-rebalance")
             self._schedule_rebalance()
 
     def close(self, timeout_s: float = 10.0) -> None:
@@ -433,8 +434,24 @@ class Controller:
             self._schedule_rebalance()
 
     def _schedule_rebalance(self) -> None:
+        self._later(self.rebalance.interval_s, self._auto_rebalance)
+
+    def _later(self, delay_s: float, work: Callable[[], None]) -> None:
+        """Post ``work`` to the worker after ``delay_s`` (nothing once closed)."""
         if self._timer is not None and not self._closed.is_set():
-            self._timer.schedule(self.rebalance.interval_s, lambda: self._post(self._auto_rebalance))
+            self._timer.schedule(delay_s, lambda: self._post(work))
+
+    def _resend(self) -> None:
+        """Every role, in full, to the live brokers that missed a LeaderAndIsr (controller_actions.Resends)."""
+        ctx = self._ctx
+        targets = self._resends.due(ctx.live if ctx is not None else ())
+        if ctx is not None and targets:
+            self.log.info("controller.resend", brokers=sorted(targets))
+            self._resends.resending(True)
+            try:
+                self._send(ctx, targets, ctx.roles(), full=True)
+            finally:
+                self._resends.resending(False)
 
     # -- elections, writes, sends ---------------------------------------------------------------------
 
@@ -451,6 +468,7 @@ class Controller:
 
     def _send(self, ctx: ControllerContext, targets: Collection[int], roles: Iterable[PartitionRole], *,
               full: bool) -> None:
-        """:func:`send_leader_and_isr` from this controller (failures are logged)."""
-        send_leader_and_isr(self.client, ctx, self.broker_id, targets, roles, full=full,
-                            timeout_s=self.request_timeout_s)
+        """:func:`send_leader_and_isr` from this controller; a broker that missed it is sent everything again."""
+        failed = send_leader_and_isr(self.client, ctx, self.broker_id, targets, roles, full=full,
+                                     timeout_s=self.request_timeout_s)
+        self._resends.add(failed, self._resend)

@@ -94,31 +94,85 @@ def reread(zk: KazooClient, ctx: ControllerContext, keys: Collection[PartitionKe
 
 def send_leader_and_isr(client: ReplicaControlClient, ctx: ControllerContext, controller_id: int,
                         targets: Collection[int], roles: Iterable[PartitionRole], *, full: bool,
-                        timeout_s: float) -> None:
+                        timeout_s: float) -> set[int]:
     """One LeaderAndIsr (``roles`` and every live broker) to each live broker among ``targets``, all at once.
 
     Nothing is sent when ``roles`` is empty and ``full`` is false. Never raises for a
     broker's failure: each is logged (``controller.send_failed``, ``.request_refused``,
-    ``.partition_errors``).
+    ``.partition_errors``). Returns the brokers whose call failed (unreachable, timed
+    out): they missed this request (:class:`Resends`).
     """
     partitions = [role_to_proto(role) for role in roles]
     if not partitions and not full:
-        return
+        return set()
     request = rpb.LeaderAndIsrRequest(controller_id=controller_id, controller_epoch=ctx.epoch.epoch,
                                       partitions=partitions, live_brokers=brokers_to_proto(ctx.brokers()), full=full)
     by_address = {address(ctx.live[b]): b for b in targets if b in ctx.live}
     answers = client.leader_and_isr_all({a: request for a in by_address}, timeout_s)
+    failed: set[int] = set()
     for to, answer in answers.items():
         broker = by_address[to]
         if isinstance(answer, grpc.RpcError):
             code = answer.code() if callable(getattr(answer, "code", None)) else None
             log.warning("controller.send_failed", to=broker, address=to, code=str(code), partitions=len(partitions))
+            failed.add(broker)
         elif answer.error != rpb.ReplicaControlError.NONE:
             log.warning("controller.request_refused", to=broker, epoch=ctx.epoch.epoch,
                         error=rpb.ReplicaControlError.Code.Name(answer.error))
         elif any(p.code for p in answer.partitions):
             log.warning("controller.partition_errors", to=broker,
                         errors=[(p.topic, p.partition, p.code) for p in answer.partitions if p.code][:20])
+    return failed
+
+
+MAX_RESEND_BACKOFF_S = 5.0
+
+
+class Resends:
+    """Brokers that missed a LeaderAndIsr (their call failed: a cut link, a stalled process). Each is sent every
+    role again, in full, ``backoff_s`` later, and again until a full request reaches it or it leaves the live
+    set (Kafka's controller keeps a queue per broker for the same reason): a leader elected while unreachable
+    would otherwise never learn it leads, and a broker that missed an epoch change would act in the old one.
+
+    The sends block the controller's worker like every other (up to ``controller.socket.timeout.ms`` for a
+    broker that does not answer), so the back-off doubles while resends keep failing, up to
+    :data:`MAX_RESEND_BACKOFF_S`, and starts again at ``backoff_s`` once a round reaches every broker.
+    The controller's worker calls :meth:`add` and :meth:`due`; the timer's thread only posts.
+    """
+
+    def __init__(self, schedule: Callable[[float, Callable[[], None]], object], backoff_s: float) -> None:
+        self._schedule = schedule
+        self.backoff_s = backoff_s
+        self.missed: set[int] = set()
+        self._pending = False
+        self._rounds_failed = 0
+        self._resending = False
+
+    def add(self, failed: Collection[int], resend: Callable[[], None]) -> None:
+        """Note ``failed`` and make sure ``resend`` runs (on the worker, through ``schedule``) after the back-off."""
+        if not failed:
+            return
+        self.missed.update(failed)
+        if self._resending:
+            self._rounds_failed += 1
+        if not self._pending:
+            self._pending = True
+            delay = min(MAX_RESEND_BACKOFF_S, self.backoff_s * 2 ** min(self._rounds_failed, 16))
+            self._schedule(delay, resend)
+
+    def due(self, live: Collection[int]) -> set[int]:
+        """The brokers to send to now (those still live); they are forgotten until they fail again."""
+        self._pending = False
+        targets, self.missed = self.missed & set(live), set()
+        if not targets:
+            self._rounds_failed = 0
+        return targets
+
+    def resending(self, on: bool) -> None:
+        """Around the worker's resend: a failure inside it lengthens the next back-off; a success resets it."""
+        if not on and not self._pending:
+            self._rounds_failed = 0
+        self._resending = on
 
 
 def log_elections(logger: Any, reason: str, ctx: ControllerContext, brokers: Collection[int],

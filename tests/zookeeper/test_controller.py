@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import structlog
@@ -245,5 +246,38 @@ def test_a_follower_a_leader_readded_to_the_isr_is_removed_when_it_dies(zk_conne
         brokers[3].unregister()
         wait_for(lambda: states(zk, "late")[0].isr == (2, 1), what="broker 3 out of the ISR")
         assert states(zk, "late")[0].leader == 2
+    finally:
+        node.close()
+
+
+def test_a_leader_and_isr_a_broker_missed_is_sent_again_in_full(zk_connect: str, zk: KazooClient,
+                                                                 brokers: dict[int, FakeBroker]) -> None:
+    """A broker that cannot be reached when a LeaderAndIsr is sent (a cut network, a stall) is sent every role again,
+    in full, every retry_backoff_s until it answers; before, it learned of the change only at its next one, so a
+    leader elected while unreachable never knew it led (found by the network-partition tests)."""
+    failing = brokers[2].applier
+    refused = {"on": True}
+    original = failing.apply_roles
+
+    def apply_roles(*args: Any, **kwargs: Any) -> Any:
+        if refused["on"]:
+            raise RuntimeError("unreachable (the test's stand-in for a cut link)")
+        return original(*args, **kwargs)
+
+    failing.apply_roles = apply_roles  # type: ignore[method-assign]
+    node = ControllerNode(zk_connect, 1).start()
+    try:
+        wait_for(lambda: active(node), what="controller")
+        create_topic(zk, "missed", 3, 3, None, [1, 2, 3])
+        wait_for(lambda: any(len(c.roles) == 3 for c in brokers[3].applier.snapshot()), what="broker 3 told")
+        time.sleep(1.0)  # several retries fail meanwhile
+        assert not any(c.roles for c in failing.snapshot())
+        refused["on"] = False
+        wait_for(lambda: any(c.full and {(r.topic, r.partition) for r in c.roles} >= {("missed", p) for p in range(3)}
+                             for c in failing.snapshot()), timeout=5.0, what="broker 2 sent every role again")
+        time.sleep(1.0)
+        resent = sum(1 for c in failing.snapshot() if c.full)
+        time.sleep(1.0)
+        assert sum(1 for c in failing.snapshot() if c.full) == resent  # answered: no more resends
     finally:
         node.close()
