@@ -6,6 +6,10 @@ standalone node (``ZooKeeperServerMain``); ``ZkEnsemble`` is three ``QuorumPeerM
 nodes. Data and logs live in the given work directory; readiness is the ``srvr``
 four-letter word; every process is stopped by the PID this module started. When the
 jar is missing, ``ZooKeeperMissing`` tells to run ``bash .ci/setup``.
+
+A node listens on 127.0.0.1 unless given ``host``; ``prefix`` goes before the ``java``
+command line (the network-partition tests pass ``ip netns exec <namespace>`` and the
+namespace's address, tests/process/netns.py).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 JAVA_DIR = Path("/usr/share/java")
@@ -46,8 +51,8 @@ def free_ports(n: int) -> list[int]:
             s.close()
 
 
-def four_letter(port: int, word: bytes, timeout: float = 1.0) -> bytes:
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+def four_letter(port: int, word: bytes, timeout: float = 1.0, host: str = "127.0.0.1") -> bytes:
+    with socket.create_connection((host, port), timeout=timeout) as s:
         s.sendall(word)
         chunks: list[bytes] = []
         while True:
@@ -62,7 +67,7 @@ initLimit=10
 syncLimit=5
 dataDir={data}
 clientPort={port}
-clientPortAddress=127.0.0.1
+clientPortAddress={host}
 maxClientCnxns=0
 admin.enableServer=false
 4lw.commands.whitelist=ruok,srvr,stat,mntr,envi
@@ -71,11 +76,18 @@ minSessionTimeout=1000
 
 
 class ZkNode:
-    """One ZooKeeper server process; ``cfg_extra`` adds quorum lines."""
+    """One ZooKeeper server process; ``cfg_extra`` adds quorum lines.
 
-    def __init__(self, work: Path, port: int, main_class: str, cfg_extra: str = "", myid: int | None = None) -> None:
+    It listens on ``host:port``; ``prefix`` is prepended to its command line (``ip netns exec
+    NAME``: started so, the process still has the PID this object stops).
+    """
+
+    def __init__(self, work: Path, port: int, main_class: str, cfg_extra: str = "", myid: int | None = None, *,
+                 host: str = "127.0.0.1", prefix: Sequence[str] = ()) -> None:
         self.work = work
         self.port = port
+        self.host = host
+        self.prefix = list(prefix)
         self.main_class = main_class
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = work / "zookeeper.log"
@@ -84,26 +96,26 @@ class ZkNode:
         if myid is not None:
             (data / "myid").write_text(f"{myid}\n")
         self.cfg_path = work / "zoo.cfg"
-        self.cfg_path.write_text(BASE_CFG.format(data=data, port=port) + cfg_extra)
+        self.cfg_path.write_text(BASE_CFG.format(data=data, port=port, host=host) + cfg_extra)
 
     def start(self) -> None:
         cp = classpath()
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true",
+                [*self.prefix, "java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true",
                  "-Dzookeeper.snapshot.trust.empty=true", "-cp", cp, self.main_class, str(self.cfg_path)],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
     def ok(self) -> bool:
         try:
-            return four_letter(self.port, b"ruok") == b"imok"
+            return four_letter(self.port, b"ruok", host=self.host) == b"imok"
         except OSError:
             return False
 
     def serving(self) -> bool:
         """True when the node answers requests (``srvr`` reports a mode, not "not currently serving")."""
         try:
-            return b"Mode:" in four_letter(self.port, b"srvr")
+            return b"Mode:" in four_letter(self.port, b"srvr", host=self.host)
         except OSError:
             return False
 
@@ -117,7 +129,7 @@ class ZkNode:
                 return
             time.sleep(0.05)
         raise TimeoutError(
-            f"ZooKeeper on port {self.port} not ready in {timeout}s; log {self.log_path}:\n{self.log_tail()}")
+            f"ZooKeeper on {self.host}:{self.port} not ready in {timeout}s; log {self.log_path}:\n{self.log_tail()}")
 
     def stop(self) -> None:
         """Stop this node (the process this object started, by its PID)."""
@@ -141,14 +153,15 @@ class ZkNode:
 
     @property
     def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
 
 class ZkServer(ZkNode):
-    """A standalone ZooKeeper (``ZooKeeperServerMain``)."""
+    """A standalone ZooKeeper (``ZooKeeperServerMain``): on a free loopback port, or on ``host:port``."""
 
-    def __init__(self, work: Path) -> None:
-        super().__init__(work, free_ports(1)[0], "org.apache.zookeeper.server.ZooKeeperServerMain")
+    def __init__(self, work: Path, *, host: str = "127.0.0.1", port: int = 0, prefix: Sequence[str] = ()) -> None:
+        super().__init__(work, port or free_ports(1)[0], "org.apache.zookeeper.server.ZooKeeperServerMain",
+                         host=host, prefix=prefix)
 
     def __enter__(self) -> ZkServer:
         self.start()

@@ -2,6 +2,9 @@
 
 ``RILL_TEST_GRPC_SERVER`` (``sync`` or ``aio``), when set, becomes a leading
 ``--set grpc.server=...``; a ``--set grpc.server=...`` among the extra arguments wins.
+``host`` is the address it binds (127.0.0.1 unless given) and ``prefix`` goes before its
+command line (``ip netns exec NAME`` in the network-partition tests: that command
+replaces itself with the broker, so the PID is still the broker's).
 """
 
 from __future__ import annotations
@@ -13,15 +16,19 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 
 class BrokerProcess:
-    """A ``rill-broker`` subprocess on a free loopback port, reporting its port via its ready event."""
+    """A ``rill-broker`` subprocess on a free port of ``host``, reporting its port via its ready event."""
 
-    def __init__(self, data_dir: Path, *extra: str, fd_limit: int | None = None) -> None:
+    def __init__(self, data_dir: Path, *extra: str, fd_limit: int | None = None, host: str = "127.0.0.1",
+                 prefix: Sequence[str] = ()) -> None:
         self.data_dir = data_dir
         self.extra = extra
+        self.host = host
+        self.prefix = list(prefix)
         self.fd_limit = fd_limit  # RLIMIT_NOFILE (soft and hard) of the broker process, when set
         self.proc: subprocess.Popen[bytes] | None = None
         self.port = 0
@@ -30,8 +37,8 @@ class BrokerProcess:
 
     def start(self, timeout: float = 30.0) -> BrokerProcess:
         self.log_file = open(self.log_path, "wb")
-        cmd = [sys.executable, "-m", "rill.broker.main", "--data-dir", str(self.data_dir), "--port", "0", "--grpc-port", "0",
-               "--host", "127.0.0.1", "--log-format", "json", *grpc_server_default(), *self.extra]
+        cmd = [*self.prefix, sys.executable, "-m", "rill.broker.main", "--data-dir", str(self.data_dir), "--port", "0",
+               "--grpc-port", "0", "--host", self.host, "--log-format", "json", *grpc_server_default(), *self.extra]
         limit = self.fd_limit
         preexec = (lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))) if limit else None
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.log_file, preexec_fn=preexec)
