@@ -205,6 +205,10 @@ class AioAdminServicer(apb_grpc.AdminServicer):
     async def ElectLeaders(self, request: apb.ElectLeadersRequest, context: Any) -> apb.ElectLeadersResponse:
         return cast(apb.ElectLeadersResponse, await self._on_worker("ElectLeaders", request, context))
 
+    async def AlterTopicConfig(self, request: apb.AlterTopicConfigRequest,
+                               context: Any) -> apb.AlterTopicConfigResponse:
+        return cast(apb.AlterTopicConfigResponse, await self._on_worker("AlterTopicConfig", request, context))
+
 
 class AioLoggingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     """Binds rpc and request id to structlog's context for the call, logs slow or failed calls.

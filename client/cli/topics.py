@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from rill.client.cli.common import CliError, add_broker_arguments, info, positive_float, positive_int, topic_name
 from rill.client.cli.groups import add_grpc_arguments
 from rill.client.cli.preferred_leaders import add_elect_leaders
-from rill.client.cli.topic_config import add_alter, config_entry, configs_text
+from rill.client.cli.topics_alter import add_alter, config_entry, configs_text
 from rill.client.grpc_client import AdminClient, error_name
 from rill.client.protocol import requests as rq
 from rill.client.simple import SimpleConsumer

@@ -15,7 +15,7 @@ from rill.broker.cluster.topic_config import (InvalidTopicConfig, NotReplicatedT
                                               alteration_problem, altered)
 from rill.broker.cluster.topic_config_watch import changed_topic, reload_topic_config
 from rill.client.cli.main import build_parser
-from rill.client.cli.topic_config import change_lines, configs_text
+from rill.client.cli.topics_alter import change_lines, configs_text
 from rill.client.cli.topics import describe_row
 from rill.client.zookeeper.replica_layout import PartitionState, TopicReplicas
 from rill.v1 import admin_pb2 as apb
