@@ -239,7 +239,7 @@ def test_twenty_random_leader_kills(make_cluster: Callable[..., Cluster]) -> Non
     seed = int(os.environ.get("RILL_FAULT_SEED", random.randrange(1 << 30)))
     print(f"\nfault seed: {seed} (RILL_FAULT_SEED={seed} repeats it)")
     rng = random.Random(seed)
-    cluster = make_cluster()
+    cluster = make_cluster(**{"zookeeper.session.timeout.ms": 3000})  # a shorter wait per fault: 20 of them
     history = History()
     work = Workload(cluster, history).start()
     faults = 0
