@@ -237,7 +237,8 @@ def update_states(zk: KazooClient, updates: Mapping[PartitionKey, tuple[Partitio
             raise ControllerMoved(f"the controller epoch check failed after {len(versions)} of {len(updates)} "
                                   "state writes", versions)
     if lost:
-        log.info("controller.state_writes_lost", lost=len(lost), written=len(versions))
+        log.info("partition_states.writes_lost", lost=len(lost), written=len(versions),
+                 writer="controller" if controller_epoch_check is not None else "leader")
     return UpdateResult(versions, frozenset(lost), frozenset(missing))
 
 

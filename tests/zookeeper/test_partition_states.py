@@ -8,6 +8,7 @@ from typing import TypeVar
 
 import pytest
 from kazoo.client import KazooClient
+from structlog.testing import capture_logs
 
 from rill.broker.cluster.partition_states import (ControllerEpoch, ControllerMoved, EpochCheck, TopicExists,
                                                   create_replicated_topic, elect_controller, read_controller,
@@ -114,14 +115,18 @@ def test_conditional_update_wins_once(zk: KazooClient, zk2: KazooClient) -> None
     new_topic(zk, "orders", 1, None)
     (state, version), = read_states(zk, "orders", [0]).values()
     mine, theirs = PartitionState(1, 1, (1, 2), 1), PartitionState(2, 1, (2, 0), 1)
-    results = race(lambda: update_states(zk, {("orders", 0): (mine, version)}, None),
-                   lambda: update_states(zk2, {("orders", 0): (theirs, version)}, None))
+    with capture_logs() as logs:
+        results = race(lambda: update_states(zk, {("orders", 0): (mine, version)}, None),
+                       lambda: update_states(zk2, {("orders", 0): (theirs, version)}, None))
     winners = [r for r in results if r.versions]
     losers = [r for r in results if r.lost == {("orders", 0)} and not r.versions]
     assert len(winners) == 1 and len(losers) == 1
     expected = mine if results[0] is winners[0] else theirs
     assert read_states(zk, "orders", [0]) == {0: (expected, winners[0].versions[("orders", 0)])}
     assert winners[0].versions[("orders", 0)] == version + 1
+    # without a controller-epoch check the writer is a leader changing its ISR: the log says so, not "controller"
+    assert [(e["event"], e["writer"], e["lost"]) for e in logs if "lost" in e] == [
+        ("partition_states.writes_lost", "leader", 1)]
 
 
 def test_stale_partitions_do_not_block_the_others(zk: KazooClient) -> None:
