@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -38,17 +39,6 @@ class SpawnedCluster:
         self.zookeeper = ""
         self.brokers = {i: SpawnedBroker(os.path.join(work, f"broker-{i}"), self.settings, broker_id=i)
                         for i in range(1, brokers + 1)}
-
-    def __enter__(self) -> SpawnedCluster:
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     def start(self) -> None:
         if self._zk_given is None:
@@ -134,8 +124,6 @@ class SpawnedCluster:
 
 def cleanup(path: str) -> None:
     """Remove a benchmark's work directory (its data, logs and ZooKeeper) when it made one."""
-    import shutil
-
     with contextlib.suppress(OSError):
         shutil.rmtree(path)
 

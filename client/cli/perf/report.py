@@ -9,7 +9,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+N = TypeVar("N", int, float)
 
 from rill.client.cli.common import command_line, info
 
@@ -28,7 +31,7 @@ def report(args: argparse.Namespace, result: dict[str, Any], lines: list[str]) -
     info(f"  command: {result['command']}")
 
 
-def percentile(sorted_samples: list[int], q: float) -> int:
+def percentile(sorted_samples: Sequence[N], q: float) -> N:
     """Nearest-rank percentile (q in 0..1) of an ascending list."""
     if not sorted_samples:
         raise ValueError("no samples")
