@@ -32,6 +32,7 @@ from rill.broker.log.open_files import OpenFiles
 from rill.broker.replication.isr_writer import IsrWriter
 from rill.broker.replication.replica_fetcher import FetcherSettings, ReplicaFetchers
 from rill.broker.replication.replica_manager import ReplicaManager
+from rill.broker.replication.replication_throttle import ReplicationThrottle
 from rill.client.errors import StorageError
 from rill.client.protocol import requests as rq
 from rill.client.zookeeper.registry import RegistryView
@@ -62,15 +63,17 @@ class Broker:
             self.logs.close()
             raise
         self.cluster = ClusterView(self.logs, self.identity)  # the registry joins it once ZooKeeper is up
+        self.throttle = ReplicationThrottle()  # set by the controller (reassignment --throttle)
         self.fetchers = ReplicaFetchers(FetcherSettings(
             broker_id=config["broker.id"], max_wait_ms=config["replica.fetch.wait.max.ms"],
             min_bytes=config["replica.fetch.min.bytes"], max_bytes=config["replica.fetch.max.bytes"],
-            backoff_ms=config["replica.fetch.backoff.ms"], socket_timeout_ms=config["replica.socket.timeout.ms"]))
+            backoff_ms=config["replica.fetch.backoff.ms"], socket_timeout_ms=config["replica.socket.timeout.ms"]),
+            self.throttle)
         self.replicas = ReplicaManager(config["broker.id"], self.logs, self.server, self.fetchers, None,
                                        lag_max_ms=config["replica.lag.time.max.ms"],
                                        min_insync=config["min.insync.replicas"])
         self.cluster.replicated = self.replicas
-        self.replica_control = ReplicaControlServicer(self.replicas)
+        self.replica_control = ReplicaControlServicer(self.replicas, throttle=self.throttle)
         self.controller: Controller | None = None
         try:
             self.coordination = CoordinatorHost(config, self.logs, self.server.port, self.cluster)
@@ -124,6 +127,7 @@ class Broker:
                                      request_timeout_s=config["controller.socket.timeout.ms"] / 1000,
                                      rebalance=rebalance)
         self.replica_control.controller = self.controller
+        self.coordination.admin.attach_reassigner(self.controller)
         self.controller.start()
         self.coordination.join_cluster(registration.zk, registry, self.controller)
         self.cluster.registry = registry

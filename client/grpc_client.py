@@ -181,6 +181,45 @@ class AdminClient:
                 response = cast(apb.ElectLeadersResponse, there._call(there.admin.ElectLeaders, request, deadline))
         return response
 
+    def alter_partition_reassignments(self, moves: Sequence[tuple[str, int, Sequence[int]]], *, timeout_ms: int = 0,
+                                      redirects: int = 3) -> apb.AlterPartitionReassignmentsResponse:
+        """AlterPartitionReassignments: move each (topic, partition) to its target replicas (preferred first).
+
+        The controller answers once the moves are started; another broker answers
+        NOT_CONTROLLER and the call is made at the controller (as :meth:`elect_leaders`).
+        Per-partition outcomes are in ``results``.
+        """
+        request = apb.AlterPartitionReassignmentsRequest(timeout_ms=timeout_ms, reassignments=[
+            apb.PartitionReassignment(topic=t, partition=p, replicas=list(r)) for t, p, r in moves])
+        deadline = (timeout_ms / 1000 if timeout_ms > 0 else 30.0) + self.timeout
+        return cast(apb.AlterPartitionReassignmentsResponse,
+                    self._at_controller("AlterPartitionReassignments", request, deadline, redirects))
+
+    def list_partition_reassignments(self, topics: Sequence[str] = (), *,
+                                     redirects: int = 3) -> apb.ListPartitionReassignmentsResponse:
+        """ListPartitionReassignments: the moves under way (of ``topics``; all when empty) and the throttle."""
+        request = apb.ListPartitionReassignmentsRequest(topics=list(topics))
+        return cast(apb.ListPartitionReassignmentsResponse,
+                    self._at_controller("ListPartitionReassignments", request, None, redirects))
+
+    def alter_replication_throttle(self, bytes_per_second: int, *,
+                                   redirects: int = 3) -> apb.AlterReplicationThrottleResponse:
+        """AlterReplicationThrottle: the rate (bytes/s) at which brokers fetch replicas being added; 0 removes it."""
+        request = apb.AlterReplicationThrottleRequest(bytes_per_second=bytes_per_second)
+        return cast(apb.AlterReplicationThrottleResponse,
+                    self._at_controller("AlterReplicationThrottle", request, None, redirects))
+
+    def _at_controller(self, method: str, request: Any, deadline: float | None, redirects: int) -> Any:
+        """Call the Admin ``method`` here, following NOT_CONTROLLER answers to the controller they name."""
+        response = self._call(getattr(self.admin, method), request, deadline)
+        for _ in range(redirects):
+            controller = response.controller
+            if response.error_code != pb.NOT_CONTROLLER or controller.grpc_port <= 0:
+                break
+            with AdminClient(f"{controller.host}:{controller.grpc_port}", self.timeout, self.client_id) as there:
+                response = there._call(getattr(there.admin, method), request, deadline)
+        return response
+
     def describe_cluster(self) -> apb.DescribeClusterResponse:
         return cast(apb.DescribeClusterResponse, self._call(self.admin.DescribeCluster, apb.DescribeClusterRequest()))
 

@@ -209,6 +209,21 @@ class AioAdminServicer(apb_grpc.AdminServicer):
                                context: Any) -> apb.AlterTopicConfigResponse:
         return cast(apb.AlterTopicConfigResponse, await self._on_worker("AlterTopicConfig", request, context))
 
+    async def AlterPartitionReassignments(self, request: apb.AlterPartitionReassignmentsRequest,
+                                          context: Any) -> apb.AlterPartitionReassignmentsResponse:
+        return cast(apb.AlterPartitionReassignmentsResponse,
+                    await self._on_worker("AlterPartitionReassignments", request, context))
+
+    async def ListPartitionReassignments(self, request: apb.ListPartitionReassignmentsRequest,
+                                         context: Any) -> apb.ListPartitionReassignmentsResponse:
+        return cast(apb.ListPartitionReassignmentsResponse,
+                    await self._on_worker("ListPartitionReassignments", request, context))
+
+    async def AlterReplicationThrottle(self, request: apb.AlterReplicationThrottleRequest,
+                                       context: Any) -> apb.AlterReplicationThrottleResponse:
+        return cast(apb.AlterReplicationThrottleResponse,
+                    await self._on_worker("AlterReplicationThrottle", request, context))
+
 
 class AioLoggingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     """Binds rpc and request id to structlog's context for the call, logs slow or failed calls.

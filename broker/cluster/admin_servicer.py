@@ -18,7 +18,8 @@ AlterTopicConfig changes a replicated topic's settings in ZooKeeper
 node change and tells the brokers.
 
 ElectLeaders (preferred leader election) is the controller's: ``elect_leaders`` hands it
-over, or answers NOT_CONTROLLER naming the controller.
+over, or answers NOT_CONTROLLER naming the controller. So are the reassignment RPCs
+(``reassign_partitions``).
 
 Thread-safety: every method may run on any gRPC worker thread at once; the
 ZooKeeper session and registry are set once, before or while requests arrive.
@@ -39,6 +40,8 @@ from rill.broker.cluster.cluster_view import ClusterView
 from rill.broker.cluster.elect_leaders import PreferredElector, elect_leaders
 from rill.broker.cluster.log_catalog import REMOTE_TIMEOUT_S, LogCatalog
 from rill.broker.cluster.partition_states import TopicExists, read_states, read_topic
+from rill.broker.cluster.reassign_partitions import (Reassigner, alter_reassignments, alter_throttle,
+                                                    list_reassignments)
 from rill.broker.cluster.replicated_topics import create_topic as create_replicated_topic
 from rill.broker.cluster.replicated_topics import replica_brokers
 from rill.broker.cluster.topic_config import (InvalidTopicConfig, NotReplicatedTopic, alter_topic_config,
@@ -97,6 +100,7 @@ class AdminServicer(apb_grpc.AdminServicer):
         self.zk: KazooClient | None = None
         self.registry: RegistryView | None = None
         self.elector: PreferredElector | None = None
+        self.reassigner: Reassigner | None = None
 
     def attach_zookeeper(self, zk: KazooClient, registry: RegistryView,
                          elector: PreferredElector | None = None) -> None:
@@ -124,6 +128,27 @@ class AdminServicer(apb_grpc.AdminServicer):
             return apb.AlterTopicConfigResponse(error_code=pb.UNKNOWN, error_message=(
                 f"topic {request.topic}: the settings may or may not have changed ({exc}); describe it"))
         return apb.AlterTopicConfigResponse(previous=dict(change.before), config=dict(change.after))
+
+    # ---------------------------------------------------------------- reassignment (reassign_partitions.py)
+
+    def attach_reassigner(self, reassigner: Reassigner) -> None:
+        """Answer the reassignment RPCs through ``reassigner`` (the broker's controller role)."""
+        self.reassigner = reassigner
+
+    def AlterPartitionReassignments(self, request: apb.AlterPartitionReassignmentsRequest,
+                                    context: grpc.ServicerContext) -> apb.AlterPartitionReassignmentsResponse:
+        """Move partitions to other brokers, by the controller only (NOT_CONTROLLER elsewhere)."""
+        return alter_reassignments(request, self.reassigner, self.registry)
+
+    def ListPartitionReassignments(self, request: apb.ListPartitionReassignmentsRequest,
+                                   context: grpc.ServicerContext) -> apb.ListPartitionReassignmentsResponse:
+        """The moves under way and the replication throttle, from the controller (NOT_CONTROLLER elsewhere)."""
+        return list_reassignments(request, self.reassigner, self.registry)
+
+    def AlterReplicationThrottle(self, request: apb.AlterReplicationThrottleRequest,
+                                 context: grpc.ServicerContext) -> apb.AlterReplicationThrottleResponse:
+        """Set or remove the throttle on replicas being added, by the controller (NOT_CONTROLLER elsewhere)."""
+        return alter_throttle(request, self.reassigner, self.registry)
 
     # ---------------------------------------------------------------- topics
 

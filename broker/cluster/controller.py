@@ -23,6 +23,9 @@ Kafka 0.8's controller (replication notes, section 3) for rill's replicated topi
   partitions sent to every live broker. A topic's **settings changed**: ``topic_config_watch``.
 - **Controlled shutdown** (:meth:`Controller.controlled_shutdown`): leadership and ISR
   membership moved off the broker; answers the partitions (factor > 1) it still leads.
+- **Reassignment** (``controller_reassignments``, a mixin): moving partitions to other
+  brokers (Admin AlterPartitionReassignments), resumed by a new controller; the
+  automatic rebalance leaves moving partitions alone.
 - **Preferred leaders** (``preferred_election``): :meth:`Controller.elect_preferred_leaders`
   on demand (Admin ElectLeaders), and with ``RebalancePolicy.enabled`` a check every
   ``interval_s`` that elects the preferred replicas of brokers leading too few of theirs.
@@ -60,6 +63,7 @@ from kazoo.protocol.states import WatchedEvent
 from rill.broker.cluster.controller_actions import (Decide, Resends, address, elect_and_write, log_elections, ms,
                                                    reread, send_leader_and_isr)
 from rill.broker.cluster.controller_context import ControllerContext, decide_reconcile, decide_shutdown, unclean_for
+from rill.broker.cluster.controller_reassignments import ControllerReassignments
 from rill.broker.cluster.partition_states import (ControllerEpoch, ControllerMoved, PartitionKey, elect_controller,
                                                   read_controller, read_states, read_topic)
 from rill.broker.cluster.preferred_election import (ElectionResult, RebalancePolicy, Requested, rebalance_targets,
@@ -81,7 +85,7 @@ log = structlog.get_logger(__name__)
 T = TypeVar("T")
 
 
-class Controller:
+class Controller(ControllerReassignments):
     """The controller role of one broker: campaigns, and acts while elected. See the module docstring."""
 
     def __init__(self, zk: KazooClient, broker_id: int, registry: RegistryView, client: ReplicaControlClient, *,
@@ -121,10 +125,10 @@ class Controller:
         """Start the worker and campaign. The registry must be started (its snapshot is the live set)."""
         self.registry.add_listener(self._on_snapshot)
         self.zk.add_listener(self._on_state)
+        self._timer = ThreadTimer(name="rill-controller-timer")  # before the campaign, which may schedule work
         self._thread = threading.Thread(target=self._run, name="rill-controller", daemon=True)
         self._thread.start()
         self._post(self._campaign)
-        self._timer = ThreadTimer(name="rill-controller-timer")
         if self.rebalance.enabled:
             self._schedule_rebalance()
 
@@ -287,6 +291,7 @@ class Controller:
         self.log.info("controller.context_loaded", epoch=won.epoch, topics=len(ctx.topics),
                       partitions=len(ctx.states), live=sorted(ctx.live), ms=ms(started, loaded))
         changed, lost = self._elect(ctx, sorted(ctx.states), self._reconcile(ctx))
+        self._resume_reassignments(ctx)
         self._send(ctx, ctx.live, ctx.roles(), full=True)
         log_elections(self.log, "controller_failover", ctx, [], sorted(ctx.states), changed, lost, started, loaded)
 
@@ -427,7 +432,8 @@ class Controller:
         """The periodic check (``preferred_election.rebalance_targets``); the next one is scheduled after it."""
         try:
             if self._ctx is not None:
-                keys = rebalance_targets(self.zk, self._ctx, self.rebalance.percentage)
+                moving = self._reassigning()
+                keys = [k for k in rebalance_targets(self.zk, self._ctx, self.rebalance.percentage) if k not in moving]
                 if keys:
                     self._preferred(keys, "auto_rebalance")
         finally:

@@ -106,7 +106,8 @@ def send_leader_and_isr(client: ReplicaControlClient, ctx: ControllerContext, co
     if not partitions and not full:
         return set()
     request = rpb.LeaderAndIsrRequest(controller_id=controller_id, controller_epoch=ctx.epoch.epoch,
-                                      partitions=partitions, live_brokers=brokers_to_proto(ctx.brokers()), full=full)
+                                      partitions=partitions, live_brokers=brokers_to_proto(ctx.brokers()), full=full,
+                                      replication_throttle_bytes_per_second=ctx.throttle)
     by_address = {address(ctx.live[b]): b for b in targets if b in ctx.live}
     answers = client.leader_and_isr_all({a: request for a in by_address}, timeout_s)
     failed: set[int] = set()

@@ -82,6 +82,7 @@ class ControllerContext:
     acted on (registered with a gRPC port) to their registrations; ``shutting_down``
     holds the ids in a controlled shutdown, until they leave ``live``. ``skipped``: topic
     nodes under ``/rill/topics`` that are not replicated topics (0.7 maps), not read again.
+    ``throttle``: the replication throttle every LeaderAndIsr carries (reassignment_steps.py).
     """
 
     epoch: ControllerEpoch
@@ -90,6 +91,7 @@ class ControllerContext:
     live: dict[int, BrokerRegistration] = field(default_factory=dict)
     shutting_down: set[int] = field(default_factory=set)
     skipped: set[str] = field(default_factory=set)
+    throttle: int = 0  # the replication throttle in bytes/s (0: none), from /rill/admin/replication_throttle
 
     def add_topic(self, topic: str, replicas: TopicReplicas, states: Mapping[int, tuple[PartitionState, int]]) -> None:
         """Hold ``topic``; partitions without a state node are left out (and logged by the caller)."""
@@ -138,8 +140,10 @@ class ControllerContext:
     def role(self, key: PartitionKey) -> PartitionRole:
         """The partition's LeaderAndIsr entry from what the context holds."""
         state, version = self.states[key]
+        topic = self.topics[key[0]]
         return PartitionRole(key[0], key[1], state.leader, state.leader_epoch, state.isr, self.replicas(key),
-                             version, min_insync_for(self.topics[key[0]]))
+                             version, min_insync_for(topic), topic.adding.get(key[1], ()),
+                             topic.removing.get(key[1], ()))
 
     def roles(self, keys: Iterable[PartitionKey] | None = None) -> Iterator[PartitionRole]:
         """The roles of ``keys`` (default: every partition, in key order); unknown keys are skipped."""

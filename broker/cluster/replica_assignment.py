@@ -29,6 +29,7 @@ import random
 from collections.abc import Sequence
 
 from rill.client import errors
+from rill.client.replica_spread import spread_replicas
 
 __all__ = ["InvalidReplicationFactor", "assign_replicas"]
 
@@ -74,16 +75,4 @@ def assign_replicas(broker_ids: Sequence[int], partitions: int, replication_fact
     source = rng if rng is not None else random.Random()
     start = start_index if start_index is not None else source.randrange(n)
     next_shift = shift if shift is not None else source.randrange(n)
-    assignment: list[tuple[int, ...]] = []
-    for p in range(partitions):
-        if p > 0 and p % n == 0:
-            next_shift += 1
-        first = (p + start) % n
-        followers = (brokers[_follower_index(first, next_shift, j, n)] for j in range(replication_factor - 1))
-        assignment.append((brokers[first], *followers))
-    return assignment
-
-
-def _follower_index(first: int, shift: int, j: int, n: int) -> int:
-    """Kafka's ``replicaIndex``: the ``j``-th follower sits ``1 + (shift + j) % (n - 1)`` after the leader."""
-    return (first + 1 + (shift + j) % (n - 1)) % n
+    return spread_replicas(brokers, partitions, replication_factor, start, next_shift)

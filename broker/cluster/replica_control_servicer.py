@@ -2,7 +2,8 @@
 
 **Broker side** (:class:`ReplicaControlServicer`, a thin adapter):
 
-- ``LeaderAndIsr`` passes the request's controller epoch through a
+- ``LeaderAndIsr`` sets the replication throttle it carries (replication_throttle.py) and
+  passes the request's controller epoch through a
   :class:`ControllerEpochFence` (an epoch below the highest seen is refused
   STALE_CONTROLLER_EPOCH), converts each entry to a
   :class:`~rill.broker.replication.replica.PartitionRole` and hands them to a
@@ -30,6 +31,7 @@ import grpc
 import structlog
 
 from rill.broker.replication.replica import PartitionRole
+from rill.broker.replication.replication_throttle import ReplicationThrottle
 from rill.client.protocol import requests as rq
 from rill.coordinator.grpc_server import Registration
 from rill.v1 import coordinator_pb2 as pb
@@ -125,13 +127,15 @@ def role_to_proto(role: PartitionRole) -> rpb.PartitionLeadership:
     """One role as a LeaderAndIsr entry."""
     return rpb.PartitionLeadership(topic=role.topic, partition=role.partition, leader=role.leader,
                                    leader_epoch=role.leader_epoch, isr=role.isr, replicas=role.replicas,
-                                   zk_version=role.zk_version, min_insync_replicas=role.min_insync)
+                                   zk_version=role.zk_version, min_insync_replicas=role.min_insync,
+                                   adding_replicas=role.adding, removing_replicas=role.removing)
 
 
 def roles_from_request(request: rpb.LeaderAndIsrRequest) -> list[PartitionRole]:
     """The request's entries as roles, in request order."""
     return [PartitionRole(p.topic, p.partition, p.leader, p.leader_epoch, tuple(p.isr), tuple(p.replicas),
-                          p.zk_version, p.min_insync_replicas) for p in request.partitions]
+                          p.zk_version, p.min_insync_replicas, tuple(p.adding_replicas), tuple(p.removing_replicas))
+            for p in request.partitions]
 
 
 def brokers_to_proto(brokers: Iterable[rq.BrokerInfo]) -> list[pb.Broker]:
@@ -148,8 +152,10 @@ class ReplicaControlServicer(rpb_grpc.ReplicaControlServicer):
     """LeaderAndIsr into a RoleApplier behind the epoch fence; ControlledShutdown into the local controller."""
 
     def __init__(self, applier: RoleApplier, controller: ShutdownHandler | None = None,
-                 fence: ControllerEpochFence | None = None, *, shutdown_timeout_s: float = 30.0) -> None:
+                 fence: ControllerEpochFence | None = None, *, shutdown_timeout_s: float = 30.0,
+                 throttle: ReplicationThrottle | None = None) -> None:
         self.applier = applier
+        self.throttle = throttle  # takes the replication throttle each LeaderAndIsr carries
         self.controller = controller
         self.fence = fence or ControllerEpochFence()
         self.shutdown_timeout_s = shutdown_timeout_s
@@ -160,6 +166,10 @@ class ReplicaControlServicer(rpb_grpc.ReplicaControlServicer):
                 log.warning("replica_control.stale_controller_epoch", controller_id=request.controller_id,
                             controller_epoch=request.controller_epoch, highest=self.fence.highest)
                 return rpb.LeaderAndIsrResponse(error=Error.STALE_CONTROLLER_EPOCH)
+            rate = request.replication_throttle_bytes_per_second
+            if self.throttle is not None and self.throttle.set_rate(max(0, rate)):
+                log.info("replica_control.throttle_changed", bytes_per_second=rate,
+                         controller_epoch=request.controller_epoch)
             codes = self.applier.apply_roles(request.controller_id, request.controller_epoch,
                                              roles_from_request(request), brokers_from_request(request),
                                              request.full)

@@ -25,6 +25,7 @@ Functions of a started ``KazooClient``; no state; callable from any thread.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
@@ -149,7 +150,7 @@ def alter_topic_config(zk: KazooClient, topic: str, to_set: Mapping[str, str], t
         if not change.changed:
             return change
         try:
-            zk.set(path, TopicReplicas(current.replicas, change.after).encode(), version=stat.version)
+            zk.set(path, dataclasses.replace(current, config=change.after).encode(), version=stat.version)
         except BadVersionError:
             log.info("topic_config.write_lost", topic=topic, attempt=attempt, version=stat.version)
             continue

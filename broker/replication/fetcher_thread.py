@@ -40,6 +40,7 @@ import structlog
 
 from rill.broker.replication.fetch_block import BlockOutcome, apply_block
 from rill.broker.replication.replica import Replica
+from rill.broker.replication.replication_throttle import ReplicationThrottle
 from rill.client.blocking_connection import DEFAULT_MAX_RESPONSE_SIZE, BrokerConnection
 from rill.client.errors import ConnectionClosed, ErrorCode, error_for_code
 from rill.client.protocol.framing import DecodeError
@@ -124,7 +125,7 @@ class _Fetch:
     """One partition a fetcher copies; replaced by a new one when it is added again."""
 
     __slots__ = ("replica", "logger", "backoff_until", "failed", "lag_bytes", "last_fetch_ms", "logged_error",
-                 "quick_retries")
+                 "quick_retries", "caught_up")
 
     def __init__(self, replica: Replica, logger: Any) -> None:
         self.replica = replica
@@ -135,6 +136,7 @@ class _Fetch:
         self.last_fetch_ms = -1
         self.logged_error: tuple[int, float] = (ErrorCode.NONE, 0.0)  # the last error code logged and when
         self.quick_retries = 0  # leader-not-ready answers in a row (_LEADER_NOT_READY); the thread's
+        self.caught_up = False  # reached the leader's high watermark once: never throttled from then on
 
 
 class _Position(NamedTuple):
@@ -144,6 +146,7 @@ class _Position(NamedTuple):
     leader_epoch: int
     fetch_offset: int
     last_epoch: int
+    throttled: bool = False  # fetched under the replication throttle
 
 
 def _key(replica: Replica) -> TopicPartition:
@@ -156,10 +159,12 @@ class ReplicaFetcherThread(threading.Thread):
     A daemon thread named ``rill-replica-fetcher-<label>``.
     """
 
-    def __init__(self, leader: Address, settings: FetcherSettings, label: str) -> None:
+    def __init__(self, leader: Address, settings: FetcherSettings, label: str,
+                 throttle: ReplicationThrottle | None = None) -> None:
         super().__init__(name=f"rill-replica-fetcher-{label}", daemon=True)
         self.leader = leader
         self._settings = settings
+        self._throttle = throttle
         self._leader_name = f"{leader[0]}:{leader[1]}"
         self._logger = _logger.bind(leader=self._leader_name, fetcher=self.name)
         self._cond = threading.Condition()
@@ -259,6 +264,8 @@ class ReplicaFetcherThread(threading.Thread):
         for fetch in self._fetches.values():
             if fetch.failed is not None:
                 continue
+            if fetch.backoff_until <= now and self._throttled(fetch):
+                fetch.backoff_until = now + self._throttle_delay()
             if fetch.backoff_until <= now:
                 ready.append(fetch)
             elif wake_at is None or fetch.backoff_until < wake_at:
@@ -269,12 +276,21 @@ class ReplicaFetcherThread(threading.Thread):
                 self._fetches[_key(fetch.replica)] = self._fetches.pop(_key(fetch.replica))
         return ready, wake_at
 
+    def _throttled(self, fetch: _Fetch) -> bool:
+        """Whether ``fetch`` is under the replication throttle: a replica being added, not caught up yet."""
+        throttle = self._throttle
+        return throttle is not None and throttle.rate > 0 and fetch.replica.throttled and not fetch.caught_up
+
+    def _throttle_delay(self) -> float:
+        return self._throttle.delay_s() if self._throttle is not None else 0.0
+
     def _position(self, fetch: _Fetch) -> _Position | None:
         replica = fetch.replica
         with replica.lock:
             failure = replica.log.failed
             if failure is None:
-                return _Position(fetch, replica.leader_epoch, replica.log.end_offset, replica.epochs.latest_epoch())
+                return _Position(fetch, replica.leader_epoch, replica.log.end_offset, replica.epochs.latest_epoch(),
+                                 self._throttled(fetch))
         fetch.logger.error("replica.log_offline", error=str(failure), hint="fetching of this partition stops")
         self._settle(fetch, BlockOutcome.FAILED, f"log failed: {failure}")
         return None
@@ -282,9 +298,11 @@ class ReplicaFetcherThread(threading.Thread):
     def _fetch(self, positions: list[_Position]) -> None:
         """One request for ``positions`` and its answer applied."""
         settings = self._settings
+        throttled_size = self._throttle.fetch_size(settings.max_bytes) if self._throttle is not None else 0
         request = ReplicaFetchRequest(settings.broker_id, settings.max_wait_ms, settings.min_bytes, [
             ReplicaFetchPartition(p.fetch.replica.topic, p.fetch.replica.partition, p.leader_epoch, p.fetch_offset,
-                                  p.last_epoch, settings.max_bytes) for p in positions])
+                                  p.last_epoch, throttled_size if p.throttled else settings.max_bytes)
+            for p in positions])
         blocks = self._round_trip(encode_replica_fetch(request), positions)
         if blocks is None:
             return
@@ -341,9 +359,20 @@ class ReplicaFetcherThread(threading.Thread):
             if block.error == ErrorCode.NONE:
                 fetch.last_fetch_ms = now_ms
                 fetch.lag_bytes = max(0, block.high_watermark - replica.log.end_offset)
+                if position.throttled:
+                    self._throttled_block(fetch, len(block.messages))
         if outcome is BlockOutcome.BACK_OFF and block.error not in (ErrorCode.NONE, ErrorCode.OFFSET_OUT_OF_RANGE):
             self._log_error(fetch, block.error)
         self._settle(fetch, outcome, "log failed", block.error)
+
+    def _throttled_block(self, fetch: _Fetch, nbytes: int) -> None:
+        """Count a throttled replica's bytes; once it has caught up it is throttled no more (it joins the ISR)."""
+        if self._throttle is not None:
+            self._throttle.record(nbytes)
+        if fetch.lag_bytes == 0 and not fetch.caught_up:
+            fetch.caught_up = True
+            fetch.logger.info("replica.caught_up", log_end=fetch.replica.log.end_offset,
+                              throttled_bytes=self._throttle.throttled_bytes if self._throttle is not None else 0)
 
     def _current(self, position: _Position) -> bool:
         """Under ``replica.lock``: still fetched here, with the leader epoch and log end the request carried."""

@@ -44,6 +44,8 @@ class PartitionRole:
     replicas: tuple[int, ...]
     zk_version: int  # of the partition's state node, for the leader's conditional ISR writes
     min_insync: int = 0  # the topic's min.insync.replicas (0: the broker's setting)
+    adding: tuple[int, ...] = ()  # while reassigned: the replicas joining (they fetch throttled until caught up)
+    removing: tuple[int, ...] = ()  # and those leaving
 
 
 class Replica:
@@ -63,6 +65,7 @@ class Replica:
         self.min_insync = 0  # the topic's min.insync.replicas (0: the broker's setting)
         self.leader_state: LeaderState | None = None  # while leading
         self.follower_high_watermark = 0  # while following: min(leader's HW, own log end)
+        self.throttled = False  # a follower added by a reassignment and not in the ISR: its fetches are throttled
 
     @property
     def topic(self) -> str:

@@ -40,6 +40,7 @@ import structlog
 
 from rill.broker.replication.fetcher_thread import FetcherSettings, FollowerStatus, ReplicaFetcherThread
 from rill.broker.replication.replica import Replica
+from rill.broker.replication.replication_throttle import ReplicationThrottle
 from rill.client.structs import Address, TopicPartition
 
 __all__ = ["FetcherSettings", "FollowerStatus", "ReplicaFetchers", "ReplicaFetcherThread"]
@@ -50,8 +51,9 @@ _logger = structlog.get_logger(__name__)
 class ReplicaFetchers:
     """The replica fetcher threads of one broker, one per leader address (module docstring)."""
 
-    def __init__(self, settings: FetcherSettings) -> None:
+    def __init__(self, settings: FetcherSettings, throttle: ReplicationThrottle | None = None) -> None:
         self.settings = settings
+        self.throttle = throttle  # the replication throttle on replicas being added (shared by every thread)
         self._lock = threading.Lock()
         self._threads: dict[Address, ReplicaFetcherThread] = {}
         self._leaders: dict[TopicPartition, Address] = {}  # who each followed partition is fetched from
@@ -77,7 +79,7 @@ class ReplicaFetchers:
             thread = self._threads.get(leader)
             if thread is None:
                 label = str(replica.leader_id) if replica.leader_id >= 0 else f"{leader[0]}:{leader[1]}"
-                thread = self._threads[leader] = ReplicaFetcherThread(leader, self.settings, label)
+                thread = self._threads[leader] = ReplicaFetcherThread(leader, self.settings, label, self.throttle)
                 thread.start()
             replaced = thread.add_partition(replica)
             self._leaders[key] = leader

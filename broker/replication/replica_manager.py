@@ -5,7 +5,9 @@ The controller tells the broker who leads each replicated partition in which epo
 makes this broker the leader of some replicas (recording where its epoch begins, and
 tracking its followers in a :class:`~rill.broker.replication.leader_state.LeaderState`)
 and a follower of others (handing them to the replica fetchers, which copy the
-leader's bytes). For the data plane it answers three questions:
+leader's bytes; a follower a reassignment adds is marked ``throttled`` until the ISR
+lists it), and stops and deletes the replicas a reassignment moved away
+(replica_removal.py). For the data plane it answers three questions:
 
 - :meth:`leader` -- may this partition be written or read here? Only on its leader:
   anything else is :class:`~rill.client.errors.NotLeaderForPartition` with nothing done.
@@ -40,6 +42,7 @@ from rill.broker.log.waiters import Callback, ErrorCallback, FlushWaiters
 from rill.broker.replication.isr_writer import IsrWriter, IsrWriteResult
 from rill.broker.replication.leader_state import LeaderState
 from rill.broker.replication.replica import PartitionRole, Replica, Role
+from rill.broker.replication.replica_removal import delete_replicas, leaving_replicas
 from rill.client.errors import BrokerError, ErrorCode, NotLeaderForPartition
 from rill.client.protocol import requests as rq
 from rill.client.structs import Address
@@ -59,6 +62,8 @@ class ReplicaStore(Protocol):
     def replicas(self) -> Mapping[Key, Log]: ...
 
     def create_replica(self, topic: str, partition: int) -> Log: ...
+
+    def delete_replica(self, topic: str, partition: int) -> bool: ...
 
 
 class FollowerFetching(Protocol):
@@ -117,6 +122,8 @@ class ReplicaManager:
         """
         codes: dict[Key, int] = {}
         mine = [r for r in roles if self.broker_id in r.replicas]
+        leaving = leaving_replicas(self.replicas, self.broker_id, roles)
+        self.fetchers.remove(leaving)  # before the loop forgets them: no fetcher touches a replica being deleted
         for role in mine:
             key = (role.topic, role.partition)
             if key not in self.replicas:
@@ -138,7 +145,9 @@ class ReplicaManager:
                 done.set_exception(exc)
 
         self.loop.call_soon_threadsafe(apply)
-        return done.result(timeout=APPLY_TIMEOUT_S)
+        result = done.result(timeout=APPLY_TIMEOUT_S)
+        delete_replicas(self.store, [r for r in leaving if self.replicas.get((r.topic, r.partition)) is not r])
+        return result
 
     def _apply(self, controller_epoch: int, roles: Sequence[PartitionRole], brokers: Sequence[rq.BrokerInfo],
                codes: dict[Key, int]) -> dict[Key, int]:
@@ -151,7 +160,8 @@ class ReplicaManager:
                 self._held_topics.add(key[0])
         for role in roles:
             if self.broker_id not in role.replicas:
-                continue  # described for metadata only
+                self._remove(role)  # metadata only, unless this broker holds a replica moved away
+                continue
             key = (role.topic, role.partition)
             replica = self.replicas.get(key)
             if replica is None or key in codes:
@@ -189,7 +199,7 @@ class ReplicaManager:
             replica.epochs.assign(role.leader_epoch, end)
             state = LeaderState(self.broker_id, role.leader_epoch, role.replicas, role.isr, role.zk_version,
                                 high_watermark=replica.high_watermark, epoch_start_offset=end, now_ms=self._now_ms())
-            replica.leader_state, replica.role = state, Role.LEADER
+            replica.leader_state, replica.role, replica.throttled = state, Role.LEADER, False
             replica.leader_id, replica.leader_epoch, replica.replicas = self.broker_id, role.leader_epoch, role.replicas
             replica.min_insync = role.min_insync
         key = (replica.topic, replica.partition)
@@ -205,6 +215,7 @@ class ReplicaManager:
         with replica.lock:
             replica.role, replica.leader_id = Role.FOLLOWER, role.leader
             replica.leader_epoch, replica.replicas = role.leader_epoch, role.replicas
+            replica.throttled = self.broker_id in role.adding and self.broker_id not in role.isr
         if self._stopping:
             log.info("replica.not_following", topic=replica.topic, partition=replica.partition, leader=role.leader,
                      reason="controlled shutdown")
@@ -216,6 +227,25 @@ class ReplicaManager:
             log.warning("replica.leader_unknown", topic=replica.topic, partition=replica.partition, leader=role.leader)
             return
         self.fetchers.add(replica, (leader.host, leader.port))
+
+    def _remove(self, role: PartitionRole) -> None:
+        """Stop holding a replica the controller moved away (reassignment): it leads and follows no more, and
+        the caller deletes its log once the loop is done with it. An older role than the replica's is ignored."""
+        key = (role.topic, role.partition)
+        replica = self.replicas.get(key)
+        if replica is None or role.leader_epoch < replica.leader_epoch:
+            return
+        self._resign(replica)
+        with replica.lock:
+            replica.role, replica.leader_id, replica.throttled = Role.NONE, role.leader, False
+            replica.leader_epoch, replica.replicas = role.leader_epoch, role.replicas
+        del self.replicas[key]
+        if not any(topic == role.topic for topic, _ in self.replicas):
+            self._held_topics.discard(role.topic)
+        log.info("replica.removed", topic=role.topic, partition=role.partition, leader=role.leader,
+                 leader_epoch=role.leader_epoch, replicas=list(role.replicas), log_end=replica.log.end_offset)
+        for listener in self.on_role_change:
+            listener(role.topic, role.partition)
 
     def _go_offline(self, replica: Replica, role: PartitionRole) -> None:
         self._resign(replica)

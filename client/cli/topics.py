@@ -1,4 +1,4 @@
-"""``rill topics list|create|describe|alter|elect-leaders``.
+"""``rill topics list|create|describe|alter|elect-leaders|reassign``.
 
 ``create`` without ``--replication-factor`` (or with 1) makes a Kafka 0.7-style topic on
 the ``--broker`` it names, over the data plane, as it always has. A larger factor (or
@@ -16,7 +16,8 @@ their replicas, and nothing at all when there are none (as kafka-topics.sh
 ``key=value,key=value`` (``-``: none); without any, the output is as before.
 
 ``alter`` changes a replicated topic's settings (``topic_config``); ``elect-leaders`` is
-preferred leader election (``preferred_leaders``).
+preferred leader election (``preferred_leaders``); ``reassign`` moves partitions to other
+brokers (``topics_reassign``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from rill.client.cli.common import CliError, add_broker_arguments, info, positiv
 from rill.client.cli.groups import add_grpc_arguments
 from rill.client.cli.preferred_leaders import add_elect_leaders
 from rill.client.cli.topics_alter import add_alter, config_entry, configs_text
+from rill.client.cli.topics_reassign import add_reassign
 from rill.client.grpc_client import AdminClient, error_name
 from rill.client.protocol import requests as rq
 from rill.client.simple import SimpleConsumer
@@ -58,6 +60,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     describe.set_defaults(run=run_describe)
     add_alter(actions)
     add_elect_leaders(actions)
+    add_reassign(actions)
 
 
 def _add_create(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

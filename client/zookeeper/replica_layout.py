@@ -4,18 +4,26 @@ Kafka 0.8+'s layout (ZkData.scala), kept under ``/rill`` beside the 0.7 nodes::
 
     /rill/topics/[topic]                          persistent
         {"version":2,"replicas":[[1,2,3],[2,3,1]],"config":{"min.insync.replicas":"2"}}
+        while partitions move (reassignment, Kafka 2.4's layout), version 3:
+        {"version":3,"replicas":[[2,3,4,1],[2,3,1]],"adding_replicas":{"0":[4]},"removing_replicas":{"0":[1]}}
     /rill/topics/[topic]/partitions/[p]/state     persistent
         {"controller_epoch":7,"leader":1,"version":1,"leader_epoch":3,"isr":[1,3,2]}
     /rill/controller                              ephemeral
         {"version":1,"brokerid":1,"timestamp":"1700000000000"}
     /rill/controller_epoch                        persistent
         7
+    /rill/admin/replication_throttle              persistent (written by the controller)
+        {"version":1,"bytes_per_second":50000000}
 
 A topic node holds either a Kafka-0.7-style partition map (``{"partitions": ...}``,
 ``rill.client.zookeeper.registry``) or a replicated topic's assignment, never both;
 :func:`is_replicated_topic_value` tells them apart. In ``replicas`` the index is the
 partition number and each list holds the replica broker ids in assignment order (the
-first is the preferred leader). ``config`` is optional and, as in Kafka's
+first is the preferred leader). While a partition is being reassigned (moved to other
+brokers) its list is the target replicas followed by those leaving, and
+``adding_replicas``/``removing_replicas`` (keyed by the partition number as a string, as
+Kafka writes them) name the replicas joining and leaving; a node carrying them is
+``"version":3``, one without is still written as version 2. ``config`` is optional and, as in Kafka's
 ``/config/topics``, maps names to string values. In a state, ``leader`` is -1 when the
 partition has no leader; the compare-and-set token of a state is its znode's
 ``Stat.version`` (the "zkVersion"), not the JSON ``"version"`` field.
@@ -43,18 +51,22 @@ from rill.client.topic_names import validate_topic
 from rill.client.zookeeper.registry import RILL_TOPICS_PATH, is_replicated_topic_value
 
 __all__ = [
-    "CONTROLLER_EPOCH_PATH", "CONTROLLER_PATH", "MAX_PARTITIONS", "NO_LEADER", "RILL_TOPICS_PATH", "ControllerInfo",
-    "PartitionState", "TopicReplicas", "decode_controller_epoch", "encode_controller_epoch",
+    "CONTROLLER_EPOCH_PATH", "CONTROLLER_PATH", "MAX_PARTITIONS", "NO_LEADER", "RILL_TOPICS_PATH", "THROTTLE_PATH",
+    "ControllerInfo", "PartitionState", "TopicReplicas", "decode_controller_epoch", "decode_throttle",
+    "encode_controller_epoch", "encode_throttle",
     "is_replicated_topic_value", "partition_path", "partitions_path", "state_path", "topic_path",
 ]
 
 CONTROLLER_PATH = "/rill/controller"
 CONTROLLER_EPOCH_PATH = "/rill/controller_epoch"
+THROTTLE_PATH = "/rill/admin/replication_throttle"
+THROTTLE_VERSION = 1
 MAX_PARTITIONS = 10_000
 NO_LEADER = -1
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 TOPIC_VERSION = 2
+REASSIGNING_TOPIC_VERSION = 3
 STATE_VERSION = 1
 CONTROLLER_VERSION = 1
 
@@ -94,18 +106,29 @@ class TopicReplicas:
     """A replicated topic's assignment and config: the value of ``/rill/topics/[topic]``.
 
     ``replicas[p]`` lists partition ``p``'s replica broker ids in assignment order; the
-    first is the preferred leader. Invariants (checked on construction, ``ValueError``):
-    1..MAX_PARTITIONS partitions, every list non-empty, of one length, of distinct ids
-    in 0..2**31-1. ``config`` maps setting names to string values (Kafka's topic config,
-    e.g. ``"min.insync.replicas": "2"``); it is stored read-only and left out of the hash.
+    first is the preferred leader. ``adding[p]`` and ``removing[p]`` exist only for a
+    partition being reassigned: the replicas joining and leaving, both among
+    ``replicas[p]``, disjoint, non-empty and of one size; its target
+    (:meth:`target`) is ``replicas[p]`` without those leaving. Invariants (checked on
+    construction, ``ValueError``): 1..MAX_PARTITIONS partitions, every list non-empty,
+    of distinct ids in 0..2**31-1, every target of one length (the replication factor).
+    ``config`` maps setting names to string values (Kafka's topic config, e.g.
+    ``"min.insync.replicas": "2"``). The mappings are stored read-only and left out of the hash.
     """
 
     replicas: tuple[tuple[int, ...], ...]
     config: Mapping[str, str] = field(default_factory=dict, hash=False)
+    adding: Mapping[int, tuple[int, ...]] = field(default_factory=dict, hash=False)
+    removing: Mapping[int, tuple[int, ...]] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "replicas", _replica_lists(self.replicas))
+        lists = _replica_lists(self.replicas)
+        adding, removing = _moves(lists, self.adding, self.removing)
+        object.__setattr__(self, "replicas", lists)
         object.__setattr__(self, "config", MappingProxyType(_config(self.config)))
+        object.__setattr__(self, "adding", MappingProxyType(adding))
+        object.__setattr__(self, "removing", MappingProxyType(removing))
+        _same_factor([self.target(p) for p in range(len(lists))])
 
     @property
     def partitions(self) -> int:
@@ -114,12 +137,26 @@ class TopicReplicas:
 
     @property
     def replication_factor(self) -> int:
-        """Replicas per partition (at least 1, the same for every partition)."""
-        return len(self.replicas[0])
+        """Replicas per partition once reassignments end (at least 1, the same for every partition)."""
+        return len(self.target(0))
+
+    def target(self, partition: int) -> tuple[int, ...]:
+        """The partition's replicas once its reassignment ends (its replicas when none is under way)."""
+        leaving = self.removing.get(partition, ())
+        return tuple(b for b in self.replicas[partition] if b not in leaving)
+
+    def reassigning(self) -> list[int]:
+        """The partitions being reassigned, in order."""
+        return sorted(self.adding)
 
     def encode(self) -> bytes:
-        """``{"version":2,"replicas":[[..],..]}`` plus ``"config"`` when it is not empty (compact JSON)."""
-        value: dict[str, Any] = {"version": TOPIC_VERSION, "replicas": [list(r) for r in self.replicas]}
+        """``{"version":2,"replicas":[[..],..]}`` plus ``"config"`` when it is not empty (compact JSON);
+        version 3 with ``adding_replicas`` and ``removing_replicas`` while a partition is reassigned."""
+        value: dict[str, Any] = {"version": REASSIGNING_TOPIC_VERSION if self.adding else TOPIC_VERSION,
+                                 "replicas": [list(r) for r in self.replicas]}
+        if self.adding:
+            value["adding_replicas"] = {str(p): list(b) for p, b in sorted(self.adding.items())}
+            value["removing_replicas"] = {str(p): list(b) for p, b in sorted(self.removing.items())}
         if self.config:
             value["config"] = dict(self.config)
         return _dump(value)
@@ -128,6 +165,11 @@ class TopicReplicas:
     def decode(cls, data: bytes) -> TopicReplicas:
         """The topic node's bytes -> value. Raises ValueError (only) for anything malformed."""
         value = _load_object(data, "replicated topic")
+        if value.get("version") == REASSIGNING_TOPIC_VERSION:
+            _fields(value, "replicated topic", required=("version", "replicas", "adding_replicas",
+                                                         "removing_replicas"), optional=("config",))
+            return cls(value["replicas"], value.get("config", {}), _partition_map(value["adding_replicas"], "adding"),
+                       _partition_map(value["removing_replicas"], "removing"))
         _fields(value, "replicated topic", required=("version", "replicas"), optional=("config",))
         _version(value, TOPIC_VERSION, "replicated topic")
         return cls(value["replicas"], value.get("config", {}))
@@ -206,6 +248,20 @@ class ControllerInfo:
         if not isinstance(timestamp, str) or not _is_decimal(timestamp, 19):
             raise ValueError(f"controller timestamp must be a string of 1-19 digits, not {timestamp!r:.40}")
         return cls(value["brokerid"], int(timestamp))
+
+
+def encode_throttle(bytes_per_second: int) -> bytes:
+    """The replication throttle as ``/rill/admin/replication_throttle`` holds it. ValueError if negative or over 2**63-1."""
+    return _dump({"version": THROTTLE_VERSION, "bytes_per_second": _int(bytes_per_second, "bytes_per_second",
+                                                                           high=INT64_MAX)})
+
+
+def decode_throttle(data: bytes) -> int:
+    """``/rill/admin/replication_throttle``'s bytes -> bytes per second (0: none). Raises ValueError (only)."""
+    value = _load_object(data, "replication throttle")
+    _fields(value, "replication throttle", required=("version", "bytes_per_second"))
+    _version(value, THROTTLE_VERSION, "replication throttle")
+    return _int(value["bytes_per_second"], "bytes_per_second", high=INT64_MAX)
 
 
 def encode_controller_epoch(epoch: int) -> bytes:
@@ -289,14 +345,54 @@ def _replica_lists(value: Any) -> tuple[tuple[int, ...], ...]:
     if not 1 <= len(value) <= MAX_PARTITIONS:
         raise ValueError(f"replicas lists {len(value)} partitions, outside 1..{MAX_PARTITIONS}")
     lists = tuple(_ids(r, f"partition {p} replicas") for p, r in enumerate(value))
-    factor = len(lists[0])
-    if factor == 0:
-        raise ValueError("partition 0 has no replicas")
     for p, replicas in enumerate(lists):
+        if not replicas:
+            raise ValueError(f"partition {p} has no replicas")
+    return lists
+
+
+def _same_factor(targets: Sequence[tuple[int, ...]]) -> None:
+    factor = len(targets[0])
+    for p, replicas in enumerate(targets):
         if len(replicas) != factor:
             raise ValueError(f"partition {p} has {len(replicas)} replicas, partition 0 has {factor}: "
                              "every partition of a topic has the same replication factor")
-    return lists
+
+
+def _partition_map(value: Any, what: str) -> dict[int, Any]:
+    """``{"0": [..]}`` -> ``{0: [..]}``; ValueError for a key that is not a partition number."""
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{what}_replicas must be an object of partition numbers, not {value!r:.40}")
+    out: dict[int, Any] = {}
+    for key, item in value.items():
+        if not _is_decimal(key, 5) or int(key) >= MAX_PARTITIONS or str(int(key)) != key:
+            raise ValueError(f"{what}_replicas: {key!r:.20} is not a partition number")
+        out[int(key)] = item
+    return out
+
+
+def _moves(lists: tuple[tuple[int, ...], ...], adding: Any, removing: Any
+           ) -> tuple[dict[int, tuple[int, ...]], dict[int, tuple[int, ...]]]:
+    """Check a reassignment's adding and removing replicas against the replica lists (see TopicReplicas)."""
+    if not isinstance(adding, Mapping) or not isinstance(removing, Mapping):
+        raise ValueError("adding and removing replicas must map partitions to broker ids")
+    if set(adding) != set(removing):
+        raise ValueError(f"partitions {sorted(set(adding) ^ set(removing))!r:.60} have adding replicas without "
+                         "removing ones or the reverse")
+    added: dict[int, tuple[int, ...]] = {}
+    removed: dict[int, tuple[int, ...]] = {}
+    for p in sorted(adding):
+        if type(p) is not int or not 0 <= p < len(lists):
+            raise ValueError(f"a reassigned partition {p!r:.20} is not one of the {len(lists)} partitions")
+        joining, leaving = _ids(adding[p], f"partition {p} adding"), _ids(removing[p], f"partition {p} removing")
+        if not joining or len(joining) != len(leaving) or set(joining) & set(leaving):
+            raise ValueError(f"partition {p}: adding {list(joining)} and removing {list(leaving)} must be disjoint, "
+                             "non-empty and of one size")
+        if not set(joining) | set(leaving) <= set(lists[p]):
+            raise ValueError(f"partition {p}: adding {list(joining)} and removing {list(leaving)} must be among its "
+                             f"replicas {list(lists[p])}")
+        added[p], removed[p] = joining, leaving
+    return added, removed
 
 
 def _config(value: Any) -> dict[str, str]:

@@ -20,7 +20,13 @@ One module per harness, named for what it measures:
   against acks=append, replication lag, acks=all latency), ``failover`` (unavailability
   after kill -9 or SIGTERM of a leader) and ``elections`` (many partitions losing a
   broker; start-up and RSS of a broker following them), on a cluster of their own with
-  its own ZooKeeper.
+  its own ZooKeeper; :mod:`.partition_moves`: ``reassignment``, the time to move a full
+  partition under a replication throttle and the acks=all latency meanwhile.
+- :mod:`.group_failover` (with its worker processes, :mod:`.group_failover_members`) and
+  :mod:`.group_commit_ratio`: ``group-failover`` (how long consumer groups stall after
+  kill -9 of their coordinator, and whether acknowledged commits survive) and
+  ``group-commits`` (commit throughput with groups on ``__rill_groups`` against a
+  standalone broker's local log, alternating), on a cluster of their own.
 
 The harnesses share :mod:`.report` (figures as text or ``--json``, percentiles),
 :mod:`.broker_requests` (data-plane arguments, topic, pre-encoded produces),

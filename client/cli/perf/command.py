@@ -13,7 +13,7 @@ import argparse
 
 from rill.client.cli.perf import (broker_limits, broker_throughput, commit_modes, coordinator_calls, crc_speed,
                                   poll_consumer, produce_latency, producer_api, rebalance, rebalance_modes,
-                                  elections, failover, replication)
+                                  elections, failover, partition_moves, replication)
 
 HARNESSES = (  # in the order ``rill perf --help`` lists their benchmarks
     broker_throughput,  # produce, consume
@@ -29,6 +29,7 @@ HARNESSES = (  # in the order ``rill perf --help`` lists their benchmarks
     replication,  # replication
     failover,  # failover
     elections,  # elections
+    partition_moves,  # reassignment
 )
 
 
@@ -37,7 +38,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p = subparsers.add_parser("perf", help="benchmarks: produce, consume, latency, crc, commits, heartbeats, rebalance, "
                                               "consumer-api, e2e, producer-api, commit-modes, rebalance-modes, "
                                               "connections, large-requests, partitions, scrub, replication, "
-                                              "failover, elections",
+                                              "failover, elections, reassignment",
                               description="Benchmarks. Each prints its figures and the command that produced them.")
     kinds = p.add_subparsers(dest="benchmark", metavar="BENCHMARK", required=True)
     for harness in HARNESSES:

@@ -69,6 +69,21 @@ class AdminStub:
                 request_serializer=rill_dot_v1_dot_admin__pb2.AlterTopicConfigRequest.SerializeToString,
                 response_deserializer=rill_dot_v1_dot_admin__pb2.AlterTopicConfigResponse.FromString,
                 _registered_method=True)
+        self.AlterPartitionReassignments = channel.unary_unary(
+                '/rill.v1.Admin/AlterPartitionReassignments',
+                request_serializer=rill_dot_v1_dot_admin__pb2.AlterPartitionReassignmentsRequest.SerializeToString,
+                response_deserializer=rill_dot_v1_dot_admin__pb2.AlterPartitionReassignmentsResponse.FromString,
+                _registered_method=True)
+        self.ListPartitionReassignments = channel.unary_unary(
+                '/rill.v1.Admin/ListPartitionReassignments',
+                request_serializer=rill_dot_v1_dot_admin__pb2.ListPartitionReassignmentsRequest.SerializeToString,
+                response_deserializer=rill_dot_v1_dot_admin__pb2.ListPartitionReassignmentsResponse.FromString,
+                _registered_method=True)
+        self.AlterReplicationThrottle = channel.unary_unary(
+                '/rill.v1.Admin/AlterReplicationThrottle',
+                request_serializer=rill_dot_v1_dot_admin__pb2.AlterReplicationThrottleRequest.SerializeToString,
+                response_deserializer=rill_dot_v1_dot_admin__pb2.AlterReplicationThrottleResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServicer:
@@ -124,6 +139,34 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AlterPartitionReassignments(self, request, context):
+        """Move partitions to other brokers (Kafka's AlterPartitionReassignments, KIP-455): the controller
+        adds the new replicas, waits until they are in the ISR, moves leadership into the target set if
+        needed, then drops the replicas leaving (they delete their logs). It answers once each
+        reassignment is started (written to ZooKeeper), not when it completes: ask
+        ListPartitionReassignments. Only the controller answers; another broker answers NOT_CONTROLLER.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListPartitionReassignments(self, request, context):
+        """The reassignments under way (Kafka's ListPartitionReassignments) and the replication throttle.
+        Only the controller answers; another broker answers NOT_CONTROLLER.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AlterReplicationThrottle(self, request, context):
+        """Set or remove the throttle on the replicas a reassignment adds (Kafka's
+        leader/follower.replication.throttled.rate, one rate for every broker). Only the controller
+        answers; another broker answers NOT_CONTROLLER.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -161,6 +204,21 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.AlterTopicConfig,
                     request_deserializer=rill_dot_v1_dot_admin__pb2.AlterTopicConfigRequest.FromString,
                     response_serializer=rill_dot_v1_dot_admin__pb2.AlterTopicConfigResponse.SerializeToString,
+            ),
+            'AlterPartitionReassignments': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterPartitionReassignments,
+                    request_deserializer=rill_dot_v1_dot_admin__pb2.AlterPartitionReassignmentsRequest.FromString,
+                    response_serializer=rill_dot_v1_dot_admin__pb2.AlterPartitionReassignmentsResponse.SerializeToString,
+            ),
+            'ListPartitionReassignments': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPartitionReassignments,
+                    request_deserializer=rill_dot_v1_dot_admin__pb2.ListPartitionReassignmentsRequest.FromString,
+                    response_serializer=rill_dot_v1_dot_admin__pb2.ListPartitionReassignmentsResponse.SerializeToString,
+            ),
+            'AlterReplicationThrottle': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterReplicationThrottle,
+                    request_deserializer=rill_dot_v1_dot_admin__pb2.AlterReplicationThrottleRequest.FromString,
+                    response_serializer=rill_dot_v1_dot_admin__pb2.AlterReplicationThrottleResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -352,6 +410,87 @@ class Admin:
             '/rill.v1.Admin/AlterTopicConfig',
             rill_dot_v1_dot_admin__pb2.AlterTopicConfigRequest.SerializeToString,
             rill_dot_v1_dot_admin__pb2.AlterTopicConfigResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterPartitionReassignments(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rill.v1.Admin/AlterPartitionReassignments',
+            rill_dot_v1_dot_admin__pb2.AlterPartitionReassignmentsRequest.SerializeToString,
+            rill_dot_v1_dot_admin__pb2.AlterPartitionReassignmentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListPartitionReassignments(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rill.v1.Admin/ListPartitionReassignments',
+            rill_dot_v1_dot_admin__pb2.ListPartitionReassignmentsRequest.SerializeToString,
+            rill_dot_v1_dot_admin__pb2.ListPartitionReassignmentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterReplicationThrottle(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rill.v1.Admin/AlterReplicationThrottle',
+            rill_dot_v1_dot_admin__pb2.AlterReplicationThrottleRequest.SerializeToString,
+            rill_dot_v1_dot_admin__pb2.AlterReplicationThrottleResponse.FromString,
             options,
             channel_credentials,
             insecure,

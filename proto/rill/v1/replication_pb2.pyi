@@ -29,7 +29,7 @@ class ReplicaControlError(_message.Message):
     def __init__(self) -> None: ...
 
 class PartitionLeadership(_message.Message):
-    __slots__ = ("topic", "partition", "leader", "leader_epoch", "isr", "replicas", "zk_version", "min_insync_replicas")
+    __slots__ = ("topic", "partition", "leader", "leader_epoch", "isr", "replicas", "zk_version", "min_insync_replicas", "adding_replicas", "removing_replicas")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     LEADER_FIELD_NUMBER: _ClassVar[int]
@@ -38,6 +38,8 @@ class PartitionLeadership(_message.Message):
     REPLICAS_FIELD_NUMBER: _ClassVar[int]
     ZK_VERSION_FIELD_NUMBER: _ClassVar[int]
     MIN_INSYNC_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    ADDING_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    REMOVING_REPLICAS_FIELD_NUMBER: _ClassVar[int]
     topic: str
     partition: int
     leader: int
@@ -46,21 +48,25 @@ class PartitionLeadership(_message.Message):
     replicas: _containers.RepeatedScalarFieldContainer[int]
     zk_version: int
     min_insync_replicas: int
-    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., leader: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., isr: _Optional[_Iterable[int]] = ..., replicas: _Optional[_Iterable[int]] = ..., zk_version: _Optional[int] = ..., min_insync_replicas: _Optional[int] = ...) -> None: ...
+    adding_replicas: _containers.RepeatedScalarFieldContainer[int]
+    removing_replicas: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., leader: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., isr: _Optional[_Iterable[int]] = ..., replicas: _Optional[_Iterable[int]] = ..., zk_version: _Optional[int] = ..., min_insync_replicas: _Optional[int] = ..., adding_replicas: _Optional[_Iterable[int]] = ..., removing_replicas: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class LeaderAndIsrRequest(_message.Message):
-    __slots__ = ("controller_id", "controller_epoch", "partitions", "live_brokers", "full")
+    __slots__ = ("controller_id", "controller_epoch", "partitions", "live_brokers", "full", "replication_throttle_bytes_per_second")
     CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
     CONTROLLER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     PARTITIONS_FIELD_NUMBER: _ClassVar[int]
     LIVE_BROKERS_FIELD_NUMBER: _ClassVar[int]
     FULL_FIELD_NUMBER: _ClassVar[int]
+    REPLICATION_THROTTLE_BYTES_PER_SECOND_FIELD_NUMBER: _ClassVar[int]
     controller_id: int
     controller_epoch: int
     partitions: _containers.RepeatedCompositeFieldContainer[PartitionLeadership]
     live_brokers: _containers.RepeatedCompositeFieldContainer[_coordinator_pb2.Broker]
     full: bool
-    def __init__(self, controller_id: _Optional[int] = ..., controller_epoch: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[PartitionLeadership, _Mapping]]] = ..., live_brokers: _Optional[_Iterable[_Union[_coordinator_pb2.Broker, _Mapping]]] = ..., full: _Optional[bool] = ...) -> None: ...
+    replication_throttle_bytes_per_second: int
+    def __init__(self, controller_id: _Optional[int] = ..., controller_epoch: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[PartitionLeadership, _Mapping]]] = ..., live_brokers: _Optional[_Iterable[_Union[_coordinator_pb2.Broker, _Mapping]]] = ..., full: _Optional[bool] = ..., replication_throttle_bytes_per_second: _Optional[int] = ...) -> None: ...
 
 class PartitionResult(_message.Message):
     __slots__ = ("topic", "partition", "code")
