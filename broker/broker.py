@@ -21,7 +21,7 @@ from rill.broker.cluster.controller import Controller
 from rill.broker.cluster.preferred_election import RebalancePolicy
 from rill.broker.cluster.replica_control_servicer import ReplicaControlClient, ReplicaControlServicer
 from rill.broker.cluster.replica_control_servicer import registration as replica_control_registration
-from rill.broker.cluster.coordinator_host import CoordinatorHost, advertised_host
+from rill.broker.cluster.coordinator_host import CoordinatorHost, advertised_host, groups_log_config
 from rill.broker.cluster.registration import ZkRegistration
 from rill.broker.cluster.replicated_topic_creator import ReplicatedTopicCreator
 from rill.broker.config import BrokerConfig
@@ -35,9 +35,11 @@ from rill.broker.replication.replica_manager import ReplicaManager
 from rill.broker.replication.replication_throttle import ReplicationThrottle
 from rill.client.errors import StorageError
 from rill.client.protocol import requests as rq
+from rill.client.topic_names import GROUPS_TOPIC
 from rill.client.zookeeper.registry import RegistryView
 
 log = structlog.get_logger(__name__)
+
 
 
 class Broker:
@@ -49,7 +51,8 @@ class Broker:
             max_topic_partitions=config["num.partitions.max"], max_partitions=config["max.broker.partitions"],
             open_files=OpenFiles(config["log.open.files.max"], config["log.open.files.idle.ms"]),
             scrub_bytes_per_second=config["log.scrub.bytes.per.second"] if config["log.scrub.enable"] else 0,
-            scrub_interval_s=config["log.scrub.interval.hours"] * 3600)
+            scrub_interval_s=config["log.scrub.interval.hours"] * 3600,
+            topic_configs={GROUPS_TOPIC: groups_log_config(config)})
         try:
             self.server = BrokerServer(
                 config["host.name"], config["port"],
@@ -76,7 +79,8 @@ class Broker:
         self.replica_control = ReplicaControlServicer(self.replicas, throttle=self.throttle)
         self.controller: Controller | None = None
         try:
-            self.coordination = CoordinatorHost(config, self.logs, self.server.port, self.cluster)
+            self.coordination = CoordinatorHost(config, self.logs, self.server.port, self.cluster,
+                                                replicas=self.replicas, loop=self.server)
             self.grpc_port = self.coordination.start(extra=[replica_control_registration(self.replica_control)])
         except BaseException:
             self.server.close()
@@ -87,6 +91,8 @@ class Broker:
             auto_create=config["auto.create.topics.enable"], max_wait_ms=config["fetch.max.wait.ms"],
             replicas=self.replicas)
         self.server.handle = self.handlers
+        if self.coordination.placement is not None:
+            self.coordination.placement.appended = self.handlers.replica_appended
         self.zookeeper: ZkRegistration | None = None
         self.registry: RegistryView | None = None  # the cluster as ZooKeeper lists it (with zookeeper.connect)
         self.replicated_creator: ReplicatedTopicCreator | None = None  # default.replication.factor != 1 in a cluster
@@ -101,6 +107,8 @@ class Broker:
         self.logs.on_topic_created.append(self._on_topic_created)
         self._closed = False
         self._stopping = False
+        self.ready = threading.Event()
+        """Set once serving, with the groups led here loaded (see :meth:`serve_forever`)."""
 
     def _start_zookeeper(self, config: BrokerConfig) -> None:
         """Register in ZooKeeper and start watching the registry; leaves nothing running on failure."""
@@ -127,9 +135,9 @@ class Broker:
                                      request_timeout_s=config["controller.socket.timeout.ms"] / 1000,
                                      rebalance=rebalance)
         self.replica_control.controller = self.controller
-        self.coordination.admin.attach_reassigner(self.controller)
         self.controller.start()
         self.coordination.join_cluster(registration.zk, registry, self.controller)
+        self.coordination.admin.attach_reassigner(self.controller)
         self.cluster.registry = registry
         if config["default.replication.factor"] != 1:  # the data plane creates replicated topics (Kafka's way)
             self.replicated_creator = ReplicatedTopicCreator(registration.zk, registry,
@@ -153,10 +161,18 @@ class Broker:
         return int(self.server.port)
 
     def serve_forever(self) -> None:
+        """Serve until :meth:`stop`. ``broker.ready`` is logged (and :attr:`ready` set) once the loop runs
+        and, in a cluster, the groups of the groups topic partitions led here are loaded (bounded by
+        ``zookeeper.connection.timeout.ms``), so a client that waits for it finds its groups served."""
         self.logs.start()
+        threading.Thread(target=self._announce_ready, name="rill-ready", daemon=True).start()
+        self.server.serve_forever()
+
+    def _announce_ready(self) -> None:
+        self.coordination.wait_serving()
         log.info("broker.ready", broker_id=self.config["broker.id"], host=self.server.host, port=self.port,
                  grpc_port=self.grpc_port, log_dir=str(self.config["log.dir"]), topics=len(self.logs.topics()))
-        self.server.serve_forever()
+        self.ready.set()
 
     def stop(self) -> None:
         """Stop serving (any thread, or a signal handler). A broker holding replicas in a cluster first

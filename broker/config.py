@@ -101,12 +101,20 @@ KEYS: tuple[Key, ...] = (
     Key("group.max.session.timeout.ms", int, 300_000, "Largest session timeout a group or consumer may ask for."),
     Key("group.max.size", int, 1000, "Most members one group may have."),
     Key("offsets.segment.bytes", int, 1024 * 1024,
-        "Segment size of the coordinator's internal log (smaller segments: faster start-up replay)."),
-    Key("offsets.commit.timeout.ms", int, 5000, "How long a commit may wait for the offsets log to be fsynced."),
+        "Segment size of a single broker's coordinator log (smaller segments: faster start-up replay)."),
+    Key("offsets.commit.timeout.ms", int, 5000,
+        "How long a commit may wait to be durable: fsynced (a single broker) or in every in-sync replica of its "
+        "__rill_groups partition (a cluster)."),
+    Key("offsets.topic.num.partitions", int, 50,
+        "In a cluster: partitions of the internal topic __rill_groups, which holds the groups' state (a group's "
+        "coordinator leads the partition its name hashes to, as Kafka's __consumer_offsets). Fixed once the topic "
+        "exists."),
+    Key("offsets.topic.replication.factor", int, 3,
+        "In a cluster: replicas of each __rill_groups partition. The topic is created once this many brokers are "
+        "live (until then no group has a coordinator); set 1 for a one-broker cluster."),
     Key("offsets.checkpoint.interval.ms", int, 1000,
-        "In a cluster (zookeeper.connect set): how often a coordinator writes the groups that changed to ZooKeeper "
-        "(/rill/groups), one write per changed group per interval. Commits acknowledged within the last interval "
-        "before a coordinator dies can be lost (at-least-once: consumers re-read them)."),
+        "No longer used: group state is in the replicated topic __rill_groups (before, coordinators checkpointed "
+        "groups to ZooKeeper this often). Accepted so that old configurations still start."),
     Key("zookeeper.connect", str, "", "ZooKeeper connect string host:port[,host:port][/chroot]; empty runs standalone."),
     Key("zookeeper.session.timeout.ms", int, 6000,
         "ZooKeeper session timeout (Kafka 0.7's zk.sessiontimeout.ms): a dead broker's registration vanishes after it."),
@@ -225,11 +233,14 @@ class BrokerConfig:
             raise ConfigError(f"queued.max.request.bytes ({v['queued.max.request.bytes']}) must be at least "
                               f"socket.request.max.bytes ({v['socket.request.max.bytes']})")
         for key in ("max.connections", "max.connections.per.ip", "request.read.timeout.ms",
-                    "connections.max.idle.ms"):
+                    "connections.max.idle.ms", "offsets.topic.replication.factor"):
             if v[key] < 1:
                 raise ConfigError(f"{key} must be positive, got {v[key]}")
         if v["log.scrub.bytes.per.second"] < 1 or v["log.scrub.interval.hours"] < 0:
             raise ConfigError("log.scrub.bytes.per.second must be positive and log.scrub.interval.hours not negative")
+        if not 1 <= v["offsets.topic.num.partitions"] <= 1000:
+            raise ConfigError(f"offsets.topic.num.partitions must be between 1 and 1000, got "
+                              f"{v['offsets.topic.num.partitions']}")
         if v["log.open.files.max"] < 16:
             raise ConfigError(f"log.open.files.max must be at least 16, got {v['log.open.files.max']}")
         interval, percentage = v["leader.imbalance.check.interval.seconds"], v["leader.imbalance.per.broker.percentage"]

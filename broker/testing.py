@@ -54,13 +54,16 @@ class RunningBroker:
 
 @contextmanager
 def running_broker(data_dir: str | Path, **overrides: Any) -> Iterator[RunningBroker]:
-    settings: dict[str, Any] = {"log.dir": str(data_dir), "port": 0, "grpc.port": 0, "host.name": "127.0.0.1"}
+    settings: dict[str, Any] = {"log.dir": str(data_dir), "port": 0, "grpc.port": 0, "host.name": "127.0.0.1",
+                                # a test cluster of any size has a groups topic (tests of factor 3 say so)
+                                "offsets.topic.replication.factor": 1, "offsets.topic.num.partitions": 5}
     if os.environ.get(GRPC_SERVER_ENV):
         settings["grpc.server"] = os.environ[GRPC_SERVER_ENV]
     settings.update({k.replace("_", "."): v for k, v in overrides.items()})
     broker = Broker(BrokerConfig.load(None, settings))
     thread = threading.Thread(target=broker.serve_forever, name="rill-broker", daemon=True)
     thread.start()
+    broker.ready.wait(30)
     try:
         yield RunningBroker(broker, thread)
     finally:

@@ -92,7 +92,6 @@ class GroupCoordinator:
         self._groups: dict[str, Group] = {}
         self._sink: Sink = self.apply
         self.group_locks = GroupLocks()
-        self._changed: set[str] = set()  # groups changed by apply() since take_changed()
         self._membership = Membership(catalog, clock, self._schedule, self.limits)
         self._replayers: dict[type, Callable[[Any], None]] = {
             GroupCreated: self._replay_created,
@@ -195,14 +194,6 @@ class GroupCoordinator:
         with self.lock:
             for record in records:
                 self.replay(record)
-                if not isinstance(record, GroupReleased):
-                    self._changed.add(record.group)
-
-    def take_changed(self) -> set[str]:
-        """The groups that :meth:`apply` changed since the last call (for cluster checkpoints)."""
-        with self.lock:
-            changed, self._changed = self._changed, set()
-            return changed
 
     def export(self, group: str) -> GroupSnapshot | None:
         """The group's persisted state as a checkpoint keeps it; None when it does not exist."""
@@ -222,12 +213,15 @@ class GroupCoordinator:
         with self.lock:
             replayer(record)
 
-    def snapshot_records(self) -> list[Record]:
+    def snapshot_records(self, holds: Callable[[str], bool] | None = None) -> list[Record]:
         """Records that rebuild the current persisted state from nothing: per group,
-        GroupCreated, the latest GenerationStarted (if any) and one OffsetsCommitted (if any)."""
+        GroupCreated, the latest GenerationStarted (if any) and one OffsetsCommitted (if any).
+        ``holds``: only the groups it accepts (those of one shard)."""
         with self.lock:
             out: list[Record] = []
             for name, group in sorted(self._groups.items()):
+                if holds is not None and not holds(name):
+                    continue
                 out.append(group.settings)
                 if group.generation:
                     out.append(GenerationStarted(name, group.generation, dict(group.assignment)))

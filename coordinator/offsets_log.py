@@ -8,11 +8,12 @@ in one gzip-compressed message, so a single CRC covers the whole batch and recov
 after a crash keeps all of it or none of it (a plain message set torn by a crash
 would leave a valid prefix behind). Compaction writes plain messages (see below).
 
-Durability: :meth:`OffsetStore.append` returns only once the log is fsynced past
-the batch, so an acknowledged commit survives ``kill -9`` and power loss
-(reliability.md 1.4). Appends are serialized by a lock; fsyncs are shared (group
-commit): one thread at a time fsyncs, covering every append written before it
-started, and a thread whose batch is already covered returns without an fsync.
+Durability: :meth:`OffsetStore.append` returns only once the batch is durable, as
+its :class:`~rill.coordinator.fsync_commit.Commit` says: by default once the log is
+fsynced past the batch (a single broker's local log), so an acknowledged commit
+survives ``kill -9`` and power loss (reliability.md 1.4), with fsyncs shared between
+threads (group commit); in a cluster, once the groups topic partition's high
+watermark passes it (every in-sync replica has it). Appends are serialized by a lock.
 
 Compaction: every record *sets* state, so appending a snapshot of the whole state
 (the coordinator's ``snapshot_records``) makes everything before it redundant;
@@ -48,6 +49,7 @@ import structlog
 from rill.client.errors import BrokerError, StorageError
 from rill.client.protocol.messages import CODEC_GZIP, MAGIC_V1, encode_message, encode_message_set
 from rill.coordinator import records
+from rill.coordinator.fsync_commit import Commit, FsyncCommit, remaining as _remaining
 from rill.coordinator.record_log import RecordLog, SegmentInfo, read_messages
 from rill.coordinator.records import Record
 
@@ -55,7 +57,6 @@ __all__ = ["OffsetStore", "RecordLog"]
 
 DEFAULT_MAX_BATCH_BYTES = 1 << 20
 DEFAULT_COMPACT_EVERY_BYTES = 4 << 20
-_FLUSH_ATTEMPTS = 3
 
 
 # -- the store --------------------------------------------------------------------------------
@@ -76,11 +77,14 @@ class OffsetStore:
             set a snapshot is written in (a snapshot is several sets).
         drain_timeout: how long compaction waits for pending batches (see the module
             docstring) before it gives up until as many records again were appended.
+        commit: when an appended batch counts as durable (rill.coordinator.fsync_commit);
+            by default once the log is fsynced past it.
     """
 
     def __init__(self, log: RecordLog, *, compact_every_records: int = 10_000,
                  compact_every_bytes: int = DEFAULT_COMPACT_EVERY_BYTES,
-                 max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES, drain_timeout: float = 2.0) -> None:
+                 max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES, drain_timeout: float = 2.0,
+                 commit: Commit | None = None) -> None:
         for name, value in (("compact_every_records", compact_every_records),
                             ("compact_every_bytes", compact_every_bytes), ("max_batch_bytes", max_batch_bytes)):
             if value < 1:
@@ -96,8 +100,7 @@ class OffsetStore:
         self._closed = False
         self._since_compaction = _Size(0, 0)  # appended (or replayed) since the last snapshot
         self._snapshot_size = _Size(0, 0)
-        self._flush_cond = threading.Condition()  # guards _flushing
-        self._flushing = False
+        self._commit: Commit = commit if commit is not None else FsyncCommit(log)
 
     # -- append ------------------------------------------------------------------------------
 
@@ -122,7 +125,7 @@ class OffsetStore:
         message_set, size = _encode_batch(batch)
         end = self._write(message_set, size, deadline)
         try:
-            self._wait_flushed(end, deadline)
+            self._commit.wait(end, deadline)
         except BaseException:
             self._settle()  # the caller will not apply this batch
             raise
@@ -151,34 +154,6 @@ class OffsetStore:
             raise
         except BrokerError as exc:  # refused before anything was written (e.g. MessageTooLarge)
             raise StorageError(f"offsets log refused a set of {len(message_set)} bytes: {exc}") from exc
-
-    def _wait_flushed(self, end: int, deadline: float | None) -> None:
-        """Return once ``flushed_offset >= end``, fsyncing unless another thread's fsync covers it.
-
-        A flush covers every set written before it starts, so one flush by this
-        thread is enough; a second is tried only if ``flushed_offset`` still reads
-        short (another thread's older flush may publish its offset after ours).
-        """
-        for _ in range(_FLUSH_ATTEMPTS):
-            with self._flush_cond:
-                while self._flushing and self._log.flushed_offset < end:
-                    remaining = _remaining(deadline)
-                    if remaining is not None and remaining <= 0:
-                        raise TimeoutError("offsets log: timed out waiting for the fsync; the batch is written "
-                                           "and may still become durable")
-                    self._flush_cond.wait(remaining)
-                if self._log.flushed_offset >= end:
-                    return
-                self._flushing = True
-            try:
-                self._log.flush()
-            finally:
-                with self._flush_cond:
-                    self._flushing = False
-                    self._flush_cond.notify_all()
-            if self._log.flushed_offset >= end:
-                return
-        raise StorageError(f"offsets log: not flushed past offset {end} (was the log closed?)")
 
     def _settle(self) -> None:
         with self._cond:
@@ -255,7 +230,7 @@ class OffsetStore:
             return False
         paused = time.monotonic() - started
         start, end, size = written
-        self._wait_flushed(end, None)
+        self._commit.wait(end, None)
         deleted = self._log.delete_oldest_segments(lambda segments: _ending_by(segments, start))
         self._logger.info("offsets_log.compacted", snapshot_records=size.records, snapshot_offset=start,
                           snapshot_bytes=end - start, deleted_segments=len(deleted),
@@ -382,7 +357,3 @@ def _ending_by(segments: tuple[SegmentInfo, ...], offset: int) -> int:
             break
         count += 1
     return count
-
-
-def _remaining(deadline: float | None) -> float | None:
-    return None if deadline is None else deadline - time.monotonic()

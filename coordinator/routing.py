@@ -10,10 +10,10 @@ group RPCs answer NOT_COORDINATOR (the consumer asks ListGroups where to go), ex
   ``coordinator`` set.
 - **ListGroups** may go to any broker: named groups coordinated elsewhere are asked of
   their coordinators (one forwarded call per coordinator); when one cannot be reached,
-  its groups are described from their last checkpoint (members unknown, state ""),
-  always with ``controller_broker`` set to the coordinator. With no names, the listing
-  is this broker's own groups (live) plus every other checkpointed group, described
-  from its checkpoint, with its coordinator.
+  its groups answer NOT_COORDINATOR, always with ``controller_broker`` set to the
+  coordinator this broker knows. With no names, the listing is every live broker's own
+  groups (this broker's, and one forwarded call to each other broker; a broker that
+  does not answer is left out and logged), as Kafka's AdminClient lists groups.
 
 A forwarded call carries the metadata ``x-rill-forwarded: 1`` and is never forwarded
 again (two brokers whose views of the cluster briefly differ cannot bounce it): it is
@@ -29,7 +29,6 @@ from typing import Any, Protocol
 import grpc
 import structlog
 
-from rill.coordinator.group_checkpoint import Checkpoint
 from rill.v1 import coordinator_pb2 as pb
 from rill.v1 import coordinator_pb2_grpc as pb_grpc
 
@@ -54,12 +53,8 @@ class Router(Protocol):
     def is_me(self, broker: pb.Broker) -> bool:
         ...
 
-    def checkpoint(self, group: str) -> Checkpoint | None:
-        """The group's last checkpoint (blocking read); None when it has none or it cannot be read."""
-        ...
-
-    def checkpointed_groups(self) -> list[str]:
-        """Every group with a checkpoint that is not a tombstone (blocking); [] when unreadable."""
+    def live_brokers(self) -> list[pb.Broker]:
+        """Every live broker with a coordinator, this one included."""
         ...
 
 
@@ -111,33 +106,12 @@ def forward_create(router: Router, peers: Peers, request: pb.CreateGroupRequest,
         return refused
 
 
-def info_from_checkpoint(cp: Checkpoint, coordinator: pb.Broker | None) -> pb.GroupInfo:
-    """A GroupInfo from a checkpoint: settings, generation, no members, state ''."""
-    snap = cp.snapshot
-    if snap is None:
-        return pb.GroupInfo(group_name=cp.group, error_code=pb.GROUP_NOT_FOUND, controller_broker=coordinator)
-    s = snap.settings
-    return pb.GroupInfo(group_name=cp.group, topics=sorted(s.topics), controller_broker=coordinator,
-                        session_timeout=s.session_timeout_ms, error_code=pb.NONE, generation=snap.generation,
-                        assignment_strategy=s.strategy, ephemeral=s.ephemeral)
-
-
-def _from_checkpoints(router: Router, names: Sequence[str]) -> list[pb.GroupInfo]:
-    out = []
-    for name in names:
-        coordinator = router.coordinator(name)
-        cp = router.checkpoint(name)
-        out.append(info_from_checkpoint(cp, coordinator) if cp is not None else
-                   pb.GroupInfo(group_name=name, error_code=pb.GROUP_NOT_FOUND, controller_broker=coordinator))
-    return out
-
-
 def list_groups(router: Router, peers: Peers, local: Callable[[pb.ListGroupsRequest], pb.ListGroupsResponse],
                 request: pb.ListGroupsRequest, forwarded: bool, remaining: float | None) -> pb.ListGroupsResponse:
     """ListGroups in a cluster (see the module docstring); ``local`` lists this broker's own groups."""
     names = list(request.consumer_groups)
     if not names:
-        return _list_all(router, local, request)
+        return _list_all(router, peers, local, request, forwarded, remaining)
     infos: dict[str, pb.GroupInfo] = {}
     mine = [n for n in names if router.owns(n)]
     if mine:
@@ -170,7 +144,7 @@ def list_groups(router: Router, peers: Peers, local: Callable[[pb.ListGroupsRequ
 
 def _ask(router: Router, peers: Peers, target: pb.Broker, client_id: str, names: list[str],
          remaining: float | None) -> list[pb.GroupInfo]:
-    """ListGroups(names) at their coordinator; from the checkpoints when it does not answer."""
+    """ListGroups(names) at their coordinator; NOT_COORDINATOR for each when it does not answer."""
     try:
         answer = peers.stub(target).ListGroups(pb.ListGroupsRequest(client_id=client_id, consumer_groups=names),
                                                timeout=_timeout(remaining), metadata=FORWARDED)
@@ -178,19 +152,28 @@ def _ask(router: Router, peers: Peers, target: pb.Broker, client_id: str, names:
     except grpc.RpcError as exc:
         log.warning("coordinator.forward_failed", rpc="ListGroups", coordinator=target.broker_id, groups=len(names),
                     error=str(exc.code() if hasattr(exc, "code") else exc))
-        return _from_checkpoints(router, names)
+        return [pb.GroupInfo(group_name=name, error_code=pb.NOT_COORDINATOR, controller_broker=target) for name in names]
 
 
-def _list_all(router: Router, local: Callable[[pb.ListGroupsRequest], pb.ListGroupsResponse],
-              request: pb.ListGroupsRequest) -> pb.ListGroupsResponse:
-    own = [i for i in local(pb.ListGroupsRequest(client_id=request.client_id)).groups_info if router.owns(i.group_name)]
-    known = {i.group_name for i in own}
-    others = [n for n in router.checkpointed_groups() if n not in known and not router.owns(n)]
-    infos = own + [i for i in _from_checkpoints(router, others) if i.error_code == pb.NONE]
+def _list_all(router: Router, peers: Peers, local: Callable[[pb.ListGroupsRequest], pb.ListGroupsResponse],
+              request: pb.ListGroupsRequest, forwarded: bool, remaining: float | None) -> pb.ListGroupsResponse:
+    infos = [i for i in local(pb.ListGroupsRequest(client_id=request.client_id)).groups_info if router.owns(i.group_name)]
+    if not forwarded:
+        for broker in router.live_brokers():
+            if router.is_me(broker):
+                continue
+            try:
+                answer = peers.stub(broker).ListGroups(pb.ListGroupsRequest(client_id=request.client_id),
+                                                       timeout=_timeout(remaining), metadata=FORWARDED)
+            except grpc.RpcError as exc:
+                log.warning("coordinator.forward_failed", rpc="ListGroups", coordinator=broker.broker_id,
+                            error=str(exc.code() if hasattr(exc, "code") else exc))
+                continue
+            infos.extend(answer.groups_info)
     infos.sort(key=lambda i: str(i.group_name))
     response = pb.ListGroupsResponse(client_id=request.client_id, error_code=pb.NONE)
     response.groups_info.extend(infos)
     return response
 
 
-__all__ = ["FORWARDED", "Peers", "Router", "forward_create", "info_from_checkpoint", "is_forwarded", "list_groups"]
+__all__ = ["FORWARDED", "Peers", "Router", "forward_create", "is_forwarded", "list_groups"]

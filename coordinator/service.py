@@ -25,6 +25,7 @@ import structlog
 
 from rill.client.errors import StorageError
 from rill.coordinator.group_coordinator import GroupCoordinator
+from rill.coordinator.group_shards import NotCoordinator, Shard, Shards, SingleShard
 from rill.coordinator.offsets_log import OffsetStore
 from rill.coordinator.pending import PendingJoin
 from rill.coordinator.records import Record
@@ -39,18 +40,39 @@ DEFAULT_WAIT_S = 300.0  # a RegisterConsumer without a deadline waits at most th
 
 
 class RecordSink:
-    """Persist-then-apply, the one path by which coordinator state changes."""
+    """Persist-then-apply, the one path by which coordinator state changes.
 
-    def __init__(self, coordinator: GroupCoordinator, store: OffsetStore) -> None:
+    Records go to the shard of their group (rill.coordinator.group_shards): one batch per
+    shard, each all or nothing. A batch that spans shards (DeleteGroup of several groups)
+    is persisted shard by shard; when one fails, those persisted before it are applied
+    and the error is raised.
+
+    Raises:
+        NotCoordinator: a group's shard is not served here (nothing of that shard was written).
+        StorageError, TimeoutError: from the offset store.
+    """
+
+    def __init__(self, coordinator: GroupCoordinator, shards: Shards | OffsetStore) -> None:
         self.coordinator = coordinator
-        self.store = store
+        self.shards: Shards = SingleShard(shards) if isinstance(shards, OffsetStore) else shards
 
     def __call__(self, records: Sequence[Record], timeout: float | None = None) -> None:
         if not records:
             return
-        self.store.append(records, timeout)
-        self.coordinator.apply(records)
-        self.store.maybe_compact(self.coordinator.snapshot_records)
+        batches: dict[Shard, list[Record]] = {}
+        for record in records:
+            batches.setdefault(self.shards.shard_for(record.group), []).append(record)
+        done: list[Record] = []
+        try:
+            for shard, batch in batches.items():
+                shard.store.append(batch, timeout)
+                done.extend(batch)
+        finally:
+            if done:
+                self.coordinator.apply(done)
+        for shard in batches:
+            holds = shard.holds
+            shard.store.maybe_compact(lambda: self.coordinator.snapshot_records(holds))
 
 
 class GroupCoordinatorServicer(pb_grpc.GroupCoordinatorServicer):
@@ -87,6 +109,9 @@ class GroupCoordinatorServicer(pb_grpc.GroupCoordinatorServicer):
             response, records = handler(request)
             try:
                 self.sink(records, self.commit_timeout_s if remaining is None else min(remaining, self.commit_timeout_s))
+            except NotCoordinator as exc:
+                log.info("coordinator.not_coordinator", group=group, reason=str(exc))
+                return failed(pb.NOT_COORDINATOR)
             except (StorageError, TimeoutError) as exc:
                 log.error("coordinator.persist_failed", group=group, error=str(exc))
                 return failed(pb.STORAGE_ERROR)

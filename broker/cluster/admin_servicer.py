@@ -53,6 +53,7 @@ from rill.client.protocol import requests as rq
 from rill.client.simple import SimpleConsumer
 from rill.client.zookeeper.registry import RILL_TOPICS_PATH, RegistryView
 from rill.client.zookeeper.replica_layout import TopicReplicas, is_replicated_topic_value
+from rill.client.topic_names import is_internal_topic
 from rill.v1 import admin_pb2 as apb
 from rill.v1 import admin_pb2_grpc as apb_grpc
 from rill.v1 import coordinator_pb2 as pb
@@ -178,6 +179,9 @@ class AdminServicer(apb_grpc.AdminServicer):
     def CreateTopic(self, request: apb.CreateTopicRequest, context: grpc.ServicerContext) -> apb.CreateTopicResponse:
         """Create a topic: factor 1 in this broker's storage (the limits of the data plane's CREATE_TOPIC),
         a larger one in ZooKeeper over the live brokers (INVALID_REPLICATION_FACTOR without ZooKeeper)."""
+        if is_internal_topic(request.topic):
+            return apb.CreateTopicResponse(error_code=pb.INVALID_TOPIC, error_message=f"topic {request.topic!r} is "
+                                           "internal to rill (names beginning with '__rill' are reserved)")
         factor = request.replication_factor or self.default_replication_factor
         problem = topic_config_problem(request.config, factor)
         if problem is not None:

@@ -1,25 +1,28 @@
-"""Hosting the group coordinator in the broker: its internal log, replay, and the gRPC server.
+"""Hosting the group coordinator in the broker: where its records go, and the gRPC server.
 
-The coordinator keeps its records in a log of the broker's own storage, under
-``<log.dir>/.coordinator/offsets-0`` (a dot-directory, so it is not a topic). The
-log gets its own small segments and no background flushing: the offset store
-fsyncs it before every acknowledgement. At start-up every record is replayed
-into the coordinator; the store's compaction keeps that replay short.
+A single broker keeps the coordinator's records in a log of its own storage, under
+``<log.dir>/.coordinator/offsets-0`` (a dot-directory, so it is not a topic). The log
+gets its own small segments and no background flushing: the offset store fsyncs it
+before every acknowledgement. At start-up every record is replayed into the
+coordinator; the store's compaction keeps that replay short.
+
+With ``zookeeper.connect`` set the broker is one of a cluster, and the same records
+go instead to the internal replicated topic ``__rill_groups``: a
+:class:`~rill.broker.cluster.group_log_placement.GroupLogPlacement` serves the groups
+of the partitions this broker leads (it loads each when leadership arrives), and every
+other group RPC answers NOT_COORDINATOR. The local log is then only read, once, to
+seed empty partitions when a cluster is upgraded (rill.broker.cluster.group_import).
+The coordinator's instance id (``<log.dir>/.coordinator/instance``, random, created
+once) tells the checkpoints this broker wrote before the upgrade from others'.
 
 The services are served by the sync gRPC server (rill.coordinator.grpc_server) or,
 with ``grpc.server = "aio"``, by a grpc.aio server on its own event loop
 (rill.coordinator.aio_server); both answer through the same coordinator and sink.
-
-With ``zookeeper.connect`` set the broker is one of a cluster: a
-:class:`~rill.broker.cluster.group_placement.GroupPlacement` decides which groups it
-coordinates, and until :meth:`CoordinatorHost.join_cluster` hands it the ZooKeeper
-session it coordinates none (every group RPC answers NOT_COORDINATOR). The
-coordinator's instance id (``<log.dir>/.coordinator/instance``, random, created once)
-tells its own checkpoints from those of another broker that reused its id.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import uuid
@@ -33,7 +36,8 @@ import structlog
 from rill.broker.cluster.admin_servicer import AdminServicer
 from rill.broker.cluster.elect_leaders import PreferredElector
 from rill.broker.cluster.cluster_view import ClusterView
-from rill.broker.cluster.group_placement import GroupPlacement
+from rill.broker.cluster.group_import import fold_legacy
+from rill.broker.cluster.group_log_placement import GroupLogPlacement, GroupsTopicSettings
 from rill.broker.cluster.log_catalog import LogCatalog
 from rill.broker.config import BrokerConfig, ConfigError
 from rill.broker.log import checkpoint
@@ -43,8 +47,13 @@ from rill.broker.log.manager import LogManager
 from rill.client.clock import ThreadTimer
 from rill.client.zookeeper.registry import RegistryView
 from rill.coordinator import aio_server, grpc_server
+from rill.broker.dataplane.storage import Loop
+from rill.broker.replication.replica_manager import ReplicaManager
+from rill.coordinator.group_checkpoint import GroupSnapshot, Writer
 from rill.coordinator.group_coordinator import GroupCoordinator
+from rill.coordinator.group_shards import SingleShard
 from rill.coordinator.offsets_log import OffsetStore
+from rill.coordinator.routing import Peers, list_groups
 from rill.coordinator.service import GroupCoordinatorServicer, RecordSink
 from rill.v1 import admin_pb2 as apb
 from rill.v1 import coordinator_pb2 as pb
@@ -56,6 +65,14 @@ INSTANCE_FILE = "instance"
 OFFSETS_MAX_RECORD_BYTES = 8 * 1024 * 1024  # a compaction snapshot writes one record per group with all its offsets
 
 
+def groups_log_config(config: BrokerConfig) -> LogConfig:
+    """The logs of the groups topic's replicas: kept whole (compaction by snapshots, never retention),
+    in segments of ``offsets.segment.bytes``, with room for a snapshot record of a large group."""
+    return dataclasses.replace(config.log_config(), retention_ms=-1, retention_bytes=-1,
+                               segment_bytes=config["offsets.segment.bytes"],
+                               max_message_bytes=OFFSETS_MAX_RECORD_BYTES)
+
+
 def advertised_host(config: BrokerConfig) -> str:
     host = config["advertised.host.name"] or config["host.name"]
     if host in ("", "0.0.0.0", "::"):
@@ -63,8 +80,10 @@ def advertised_host(config: BrokerConfig) -> str:
     return str(host)
 
 
-def instance_id(directory: str) -> str:
+def instance_id(directory: str, *, create: bool = False) -> str:
     """The coordinator's instance id, kept in ``directory`` (created on first use)."""
+    if create:
+        os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, INSTANCE_FILE)
     try:
         with open(path) as f:
@@ -84,27 +103,25 @@ def instance_id(directory: str) -> str:
 
 
 class ClusterAdminServicer(AdminServicer):
-    """The Admin service in a cluster: DescribeGroup of a group coordinated elsewhere is NOT_COORDINATOR."""
+    """The Admin service in a cluster: groups are where their groups topic partition is led."""
 
-    def __init__(self, logs: LogManager, coordinator: Any, broker: pb.Broker, placement: GroupPlacement,
+    def __init__(self, logs: LogManager, coordinator: Any, broker: pb.Broker, placement: GroupLogPlacement,
                  cluster: ClusterView | None = None, *, default_replication_factor: int = 1) -> None:
         super().__init__(logs, coordinator, broker, cluster, default_replication_factor=default_replication_factor)
         self.placement = placement
+        self.peers = Peers()
 
     def DescribeCluster(self, request: apb.DescribeClusterRequest,
                         context: grpc.ServicerContext) -> apb.DescribeClusterResponse:
-        """The live brokers, and every group (this broker's and the checkpointed ones) with its coordinator."""
+        """The live brokers, and every group of every live broker with its coordinator."""
         response = super().DescribeCluster(request, context)
-        listing, _ = self.coordinator.list_groups(pb.ListGroupsRequest())
-        names = {g.group_name for g in listing.groups_info}
-        for name in set(self.placement.checkpointed_groups()) - names:
-            cp = self.placement.checkpoint(name)
-            if cp is not None and not cp.deleted:
-                names.add(name)
+        listing = list_groups(self.placement, self.peers, lambda req: self.coordinator.list_groups(req)[0],
+                              pb.ListGroupsRequest(), False, context.time_remaining())
         del response.coordinators[:]
-        for name in sorted(names):
-            target = self.placement.coordinator(name)
-            response.coordinators.add(consumer_group=name, coordinator_broker_id=target.broker_id if target else -1)
+        for info in listing.groups_info:
+            target = self.placement.coordinator(info.group_name)
+            response.coordinators.add(consumer_group=info.group_name,
+                                      coordinator_broker_id=target.broker_id if target else -1)
         return response
 
     def DescribeGroup(self, request: apb.DescribeGroupRequest,
@@ -119,18 +136,14 @@ class CoordinatorHost:
     """Owns the coordinator's log, store, timer and gRPC server for one broker."""
 
     def __init__(self, config: BrokerConfig, logs: LogManager, data_port: int,
-                 cluster: ClusterView | None = None) -> None:
+                 cluster: ClusterView | None = None, *, replicas: ReplicaManager | None = None,
+                 loop: Loop | None = None) -> None:
         self.config = config
         self.log_config = LogConfig(segment_bytes=config["offsets.segment.bytes"],
                                     flush_interval_messages=2**62, flush_interval_ms=2**31 - 1,
                                     retention_ms=-1, retention_bytes=-1,
                                     max_message_bytes=OFFSETS_MAX_RECORD_BYTES)
         self.records_dir = os.path.join(logs.data_dir, COORDINATOR_DIR)
-        points = None if logs.clean_start else checkpoint.read_checkpoint(self.records_dir)
-        self.records_log = Log.open(self.records_dir, "offsets", 0, self.log_config, clean=logs.clean_start,
-                                    truncate_corrupt=config["log.recovery.truncate.corrupt"],
-                                    recovery_point=(points or {}).get(("offsets", 0), 0), open_files=logs.open_files)
-        self.store = OffsetStore(self.records_log)
         self.timer = ThreadTimer()
         self.broker = pb.Broker(broker_id=config["broker.id"], host=advertised_host(config), port=data_port)
         self.coordinator = GroupCoordinator(
@@ -138,32 +151,59 @@ class CoordinatorHost:
             min_session_timeout_ms=config["group.min.session.timeout.ms"],
             max_session_timeout_ms=config["group.max.session.timeout.ms"],
             max_group_size=config["group.max.size"])
-        replayed = 0
-        for record in self.store.replay():
-            self.coordinator.replay(record)
-            replayed += 1
-        log.info("coordinator.loaded", records=replayed, groups=len(self.coordinator.list_groups(
-            pb.ListGroupsRequest())[0].groups_info))
-        self.sink = RecordSink(self.coordinator, self.store)
-        self.coordinator.set_sink(self.sink)
-        self.placement: GroupPlacement | None = None
+        self.placement: GroupLogPlacement | None = None
+        self.records_log: Log | None = None
+        self.store: OffsetStore | None = None
         factor = config["default.replication.factor"]
-        self.admin = AdminServicer(logs, self.coordinator, self.broker, cluster, default_replication_factor=factor)
         if config["zookeeper.connect"]:
-            if config["offsets.checkpoint.interval.ms"] <= 0:
-                raise ConfigError("offsets.checkpoint.interval.ms must be positive")
-            self.placement = GroupPlacement(
-                self.coordinator, self.sink, self.broker, instance_id(os.path.join(logs.data_dir, COORDINATOR_DIR)),
-                interval_ms=config["offsets.checkpoint.interval.ms"],
-                handover_timeout_ms=config["zookeeper.session.timeout.ms"])
-            self.admin = ClusterAdminServicer(logs, self.coordinator, self.broker, self.placement, cluster,
-                                              default_replication_factor=factor)
+            if replicas is None or loop is None:
+                raise ConfigError("a broker in a cluster hosts its coordinator on its replicas")
+            self.placement = GroupLogPlacement(
+                self.coordinator, replicas, loop, self.broker,
+                Writer(self.broker.broker_id, instance_id(self.records_dir, create=True)),
+                GroupsTopicSettings(config["offsets.topic.num.partitions"], config["offsets.topic.replication.factor"]),
+                legacy=self._read_legacy(logs))
+            self.sink = RecordSink(self.coordinator, self.placement)
+            self.admin: AdminServicer = ClusterAdminServicer(logs, self.coordinator, self.broker, self.placement,
+                                                             cluster, default_replication_factor=factor)
+        else:
+            self.records_log = self._open_local_log(logs)
+            self.store = OffsetStore(self.records_log)
+            replayed = 0
+            for record in self.store.replay():
+                self.coordinator.replay(record)
+                replayed += 1
+            log.info("coordinator.loaded", records=replayed, groups=len(self.coordinator.group_names()))
+            self.sink = RecordSink(self.coordinator, SingleShard(self.store))
+            self.admin = AdminServicer(logs, self.coordinator, self.broker, cluster, default_replication_factor=factor)
+        self.coordinator.set_sink(self.sink)
         self.servicer = GroupCoordinatorServicer(self.coordinator, self.sink,
                                                  commit_timeout_s=config["offsets.commit.timeout.ms"] / 1000,
                                                  router=self.placement)
         self.server: Any = None
         self.health: Any = None
         self.kind = "sync"
+
+    def _open_local_log(self, logs: LogManager) -> Log:
+        points = None if logs.clean_start else checkpoint.read_checkpoint(self.records_dir)
+        return Log.open(self.records_dir, "offsets", 0, self.log_config, clean=logs.clean_start,
+                        truncate_corrupt=self.config["log.recovery.truncate.corrupt"],
+                        recovery_point=(points or {}).get(("offsets", 0), 0), open_files=logs.open_files)
+
+    def _read_legacy(self, logs: LogManager) -> dict[str, GroupSnapshot]:
+        """The groups of the local log of before the groups topic, if there is one (read once, kept)."""
+        if not os.path.isdir(os.path.join(self.records_dir, "offsets-0")):
+            return {}
+        legacy_log = self._open_local_log(logs)
+        store = OffsetStore(legacy_log)
+        try:
+            groups = fold_legacy(store.replay())
+        finally:
+            store.close()
+        if groups:
+            log.info("coordinator.legacy_groups", groups=len(groups), directory=self.records_dir,
+                     detail="imported into __rill_groups partitions that start empty; the local log is kept")
+        return groups
 
     def start(self, extra: Sequence[grpc_server.Registration] = ()) -> int:
         """Start the gRPC server (``grpc.server``: sync or aio); returns its port.
@@ -188,17 +228,24 @@ class CoordinatorHost:
         return port
 
     def join_cluster(self, zk: Any, registry: RegistryView, elector: PreferredElector | None = None) -> None:
-        """Start coordinating the groups the cluster places here, and serve replicated topics' admin
-        (with zookeeper.connect; ``elector``: this broker's controller role, for ElectLeaders)."""
+        """Start coordinating the groups of the groups topic partitions led here, and serve replicated
+        topics' admin (with zookeeper.connect; ``elector``: this broker's controller role, for ElectLeaders)."""
         self.admin.attach_zookeeper(zk, registry, elector)
         if self.placement is not None:
             self.placement.start(zk, registry)
-            timeout_s = self.config["zookeeper.connection.timeout.ms"] / 1000
-            if not self.placement.wait_serving(timeout_s):
-                log.warning("group.placement_not_ready", broker_id=self.broker.broker_id, waited_s=timeout_s)
+
+    def wait_serving(self) -> None:
+        """In a cluster, wait (while the event loop runs) until the groups led here are loaded; bounded
+        by ``zookeeper.connection.timeout.ms``, logged when it runs out."""
+        if self.placement is None:
+            return
+        timeout_s = self.config["zookeeper.connection.timeout.ms"] / 1000
+        if not self.placement.wait_serving(timeout_s):
+            log.warning("group.placement_not_ready", broker_id=self.broker.broker_id, waited_s=timeout_s,
+                        detail="groups of __rill_groups partitions led here answer NOT_COORDINATOR until loaded")
 
     def leave_cluster(self) -> None:
-        """Stop coordinating; write every group's final state to ZooKeeper (before its session ends). Idempotent."""
+        """Stop coordinating (the groups' state is in the groups topic already). Idempotent."""
         if self.placement is not None:
             self.placement.close()
 
@@ -219,6 +266,10 @@ class CoordinatorHost:
         self.leave_cluster()
         self.stop()
         self.servicer.peers.close()
+        if isinstance(self.admin, ClusterAdminServicer):
+            self.admin.peers.close()
+        if self.store is None or self.records_log is None:
+            return
         try:
             self.store.close()
         finally:

@@ -31,7 +31,7 @@ from rill.client.protocol import requests as rq
 from rill.client.protocol.fetch_response import fetch_response_parts, multifetch_response_parts
 from rill.client.protocol.replica_fetch import (NO_EPOCH, ReplicaFetchBlock, ReplicaFetchRequest,
                                                 replica_fetch_response_parts)
-from rill.client.topic_names import validate_topic
+from rill.client.topic_names import refuse_internal, validate_topic
 
 log = structlog.get_logger(__name__)
 
@@ -86,7 +86,7 @@ class RequestHandlers:
         """
         partition = req.partition
         try:
-            validate_topic(req.topic)
+            refuse_internal(validate_topic(req.topic))
             if req.topic in refused:
                 raise refused[req.topic]
             if partition == rq.ANY_PARTITION:
@@ -101,7 +101,8 @@ class RequestHandlers:
             return rq.PartitionAck(int(exc.code), partition, -1, -1), None
         if replica is not None:
             self._leader_appended(replica)
-        self.delayed.on_append(req.topic, partition)
+        else:
+            self.delayed.on_append(req.topic, partition)
         return rq.PartitionAck(0, partition, info.first_offset, info.next_offset), partition_log
 
     def _require_in_sync(self, replica: Replica) -> None:
@@ -112,9 +113,15 @@ class RequestHandlers:
                                     f"min.insync.replicas is {needed}")
 
     def _leader_appended(self, replica: Replica) -> None:
-        assert self.replicas is not None and self.leader_reads is not None
+        assert self.replicas is not None
         self.replicas.appended(replica)
+        self.replica_appended(replica)
+
+    def replica_appended(self, replica: Replica) -> None:
+        """A leader's log grew (a produce, or the group coordinator's records): wake the fetches waiting."""
+        assert self.leader_reads is not None
         self.leader_reads.wake(replica.topic, replica.partition)
+        self.delayed.on_append(replica.topic, replica.partition)
 
     def _pick_partition(self, topic: str) -> int:
         if self.replicas is not None and self.replicas.holds_topic(topic):

@@ -39,7 +39,7 @@ from rill.broker.dataplane.server_connection import Connection, Deferred, Slot
 from rill.broker.dataplane.storage import Loop, PartitionStore
 from rill.client.errors import BrokerError, LeaderNotAvailable, StorageError
 from rill.client.protocol import requests as rq
-from rill.client.topic_names import is_valid_topic
+from rill.client.topic_names import is_valid_topic, is_internal_topic, refuse_internal
 
 
 _NONE: dict[str, BrokerError] = {}
@@ -112,6 +112,7 @@ class DataPlaneTopics:
     def create_topic(self, conn: Connection, req: rq.CreateTopicRequest) -> Slot:
         """Answer CREATE_TOPIC: at once for an error or an existing topic, else once it is published."""
         try:
+            refuse_internal(req.topic)
             creation = self._replicating(req.topic)
             future = (creation.create_async(req.topic, req.partitions) if creation is not None
                       else self.logs.create_topic_async(req.topic, req.partitions))
@@ -148,7 +149,8 @@ class DataPlaneTopics:
         if not self.auto_create:
             return _NONE
         known = self.logs.topics()
-        missing = sorted({topic for topic in topics if topic not in known and is_valid_topic(topic)})
+        missing = sorted({topic for topic in topics
+                          if topic not in known and is_valid_topic(topic) and not is_internal_topic(topic)})
         if not missing:
             return _NONE  # the usual case: every topic exists
         waited = {d.key: d.future for d in conn.deferrals}  # each done

@@ -94,11 +94,14 @@ class LogManager:
     def __init__(self, data_dir: str, config: LogConfig | None = None, num_partitions: int = 1,
                  clock: Clock = time, truncate_corrupt: bool = False, *, max_topic_partitions: int = 10_000,
                  max_partitions: int = 100_000, open_files: OpenFiles | None = None,
-                 scrub_bytes_per_second: int = 0, scrub_interval_s: float = 168 * 3600) -> None:
+                 scrub_bytes_per_second: int = 0, scrub_interval_s: float = 168 * 3600,
+                 topic_configs: Mapping[str, LogConfig] | None = None) -> None:
         if not 1 <= num_partitions <= max_topic_partitions:
             raise ValueError(f"num_partitions must be between 1 and {max_topic_partitions}, got {num_partitions}")
         self.data_dir = os.path.realpath(data_dir)
         self.config = config if config is not None else LogConfig()
+        self.topic_configs = dict(topic_configs or {})
+        """Settings of particular topics (the internal groups topic keeps everything), else :attr:`config`."""
         self.num_partitions = num_partitions
         self.max_topic_partitions = max_topic_partitions
         self.max_partitions = max_partitions
@@ -119,7 +122,7 @@ class LogManager:
         self._creator = creator.TopicCreator(self.data_dir)
         self._creations = TopicCreations(self._table, self._creator, num_partitions, max_topic_partitions,
                                          open_new=self._open_new, published=self._topic_published)
-        self._replica_logs = ReplicaLogs(self._table, self.data_dir, self.config, clock, self.open_files,
+        self._replica_logs = ReplicaLogs(self._table, self.data_dir, self.config_for, clock, self.open_files,
                                          max_topic_partitions, opened=self._opened, forget=self._dirty.discard)
         self.on_topic_created: list[Callable[[str, int], object]] = []
         """Called with (topic, partition count) after a new topic is published."""
@@ -136,6 +139,10 @@ class LogManager:
             self._creator.stop()
             os.close(self._lock_fd)
             raise
+
+    def config_for(self, topic: str) -> LogConfig:
+        """The settings of ``topic``'s logs."""
+        return self.topic_configs.get(topic, self.config)
 
     # -- start-up ------------------------------------------------------------------------
 
@@ -154,7 +161,7 @@ class LogManager:
                 truncate_corrupt=self._truncate_corrupt)])
         for topic in sorted(replicas):
             logs = [self._opened(log) for log in loading.load_replicas(
-                topic, replicas[topic], self.config, self.clock, open_files=self.open_files,
+                topic, replicas[topic], self.config_for(topic), self.clock, open_files=self.open_files,
                 clean_start=self.clean_start, must_recover=self._must_recover, points=points,
                 truncate_corrupt=self._truncate_corrupt)]
             self._table.count_replicas(topic, len(logs))

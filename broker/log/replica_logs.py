@@ -43,7 +43,7 @@ class ReplicaLogs:
     returns it; ``forget`` drops a deleted log from the manager's flush bookkeeping.
     """
 
-    def __init__(self, table: PartitionTable, data_dir: str, config: LogConfig, clock: Clock,
+    def __init__(self, table: PartitionTable, data_dir: str, config: Callable[[str], LogConfig], clock: Clock,
                  open_files: OpenFiles, max_topic_partitions: int, *, opened: Callable[[Log], Log],
                  forget: Callable[[Log], None]) -> None:
         self._table = table
@@ -97,7 +97,8 @@ class ReplicaLogs:
                 self._reserve(topic)
             log = None
             try:
-                log = self._opened(loading.make_replica(self._data_dir, topic, partition, self._config, self._clock,
+                log = self._opened(loading.make_replica(self._data_dir, topic, partition, self._config(topic),
+                                                        self._clock,
                                                         self._open_files))
             except OSError as exc:
                 raise StorageError(f"creating replica {topic}-{partition} failed: {exc.strerror or exc}: "

@@ -72,6 +72,8 @@ def apply_block(replica: Replica, block: ReplicaFetchBlock, fetch_offset: int, l
         if block.error == ErrorCode.NONE:
             outcome = _apply_data(replica, block, fetch_offset, logger)
             replica.follower_high_watermark = min(block.high_watermark, replica.log.end_offset)
+            if block.log_start_offset > replica.log.start_offset:
+                _follow_log_start(replica, block.log_start_offset, logger)
             return outcome
         if block.error == ErrorCode.OFFSET_OUT_OF_RANGE:
             return _out_of_range(replica, block, fetch_offset, logger)
@@ -80,6 +82,24 @@ def apply_block(replica: Replica, block: ReplicaFetchBlock, fetch_offset: int, l
         logger.error("replica.log_failed", fetch_offset=fetch_offset, error=str(exc),
                      hint="fetching of this partition stops until its role is given again")
         return BlockOutcome.FAILED
+
+
+def _follow_log_start(replica: Replica, leader_start: int, logger: Any) -> None:
+    """Delete the whole segments that end at or before the leader's log start (Kafka's KIP-107 step:
+    a follower's log starts no earlier than its leader's, so what the leader compacted or let go
+    by retention goes here too)."""
+    def ending_by(segments: tuple[Any, ...]) -> int:
+        count = 0
+        for segment in segments[:-1]:  # never the active segment
+            if segment.end_offset > leader_start:
+                break
+            count += 1
+        return count
+
+    deleted = replica.log.delete_oldest_segments(ending_by)
+    if deleted:
+        logger.info("replica.log_start_followed", leader_start_offset=leader_start, deleted_segments=len(deleted),
+                    start_offset=replica.log.start_offset)
 
 
 def _apply_data(replica: Replica, block: ReplicaFetchBlock, fetch_offset: int, logger: Any) -> BlockOutcome:

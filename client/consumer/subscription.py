@@ -23,6 +23,7 @@ import re
 from collections.abc import Iterable, Mapping
 
 from rill.client.structs import TopicPartition as TopicPartition  # re-exported: the consumer's modules use it from here
+from rill.client.topic_names import is_internal_topic
 
 
 EARLIEST = "earliest"
@@ -81,7 +82,8 @@ class SubscriptionState:
             changed = bool(self.matched)
             self.matched = set()
             return changed
-        matched = {t for t in all_topics if self.pattern.fullmatch(t)}
+        matched = {t for t in all_topics if self.pattern.fullmatch(t) and not is_internal_topic(t)}  # as Kafka's
+        # exclude.internal.topics: a pattern never subscribes to __rill_groups
         changed = matched != self.matched
         self.matched = matched
         return changed

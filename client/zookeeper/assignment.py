@@ -35,6 +35,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from rill.client.topic_names import is_internal_topic
+
 __all__ = [
     "Assignment", "FilterSubscription", "StaticSubscription", "Subscription", "consumer_id", "decode_subscription",
     "encode_subscription", "group_assignment", "partition_order", "range_share", "thread_id", "thread_ids",
@@ -87,6 +89,9 @@ class FilterSubscription:
         return re.compile(normalize_regex(self.regex))
 
     def allows(self, topic: str) -> bool:
+        """Never an internal topic (``__rill...``), as Kafka's ``exclude.internal.topics``."""
+        if is_internal_topic(topic):
+            return False
         matched = self.pattern.fullmatch(topic) is not None
         return not matched if self.blacklist else matched
 

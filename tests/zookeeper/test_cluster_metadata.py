@@ -33,8 +33,13 @@ def metadata(b: RunningBroker, topic: str) -> rq.TopicMetadata:
 
 def two_broker_topic(stack: ExitStack, tmp_path: Path, zk_connect: str) -> tuple[RunningBroker, RunningBroker]:
     """Brokers 1 and 2; topic "t" with 2 partitions on broker 1 (created first) and 3 on broker 2."""
-    b1 = stack.enter_context(zk_broker(tmp_path, zk_connect, broker_id=1))
-    b2 = stack.enter_context(zk_broker(tmp_path, zk_connect, broker_id=2))
+    # the groups topic (factor 2) is created once both are up, so each leads some of its partitions
+    b1 = stack.enter_context(zk_broker(tmp_path, zk_connect, broker_id=1, offsets_topic_replication_factor=2))
+    b2 = stack.enter_context(zk_broker(tmp_path, zk_connect, broker_id=2, offsets_topic_replication_factor=2))
+    for b in (b1, b2):
+        placement = b.broker.coordination.placement
+        assert placement is not None
+        wait_for(placement.serving_all, what=f"broker {b.broker_id} serving the groups it leads")
     b1.broker.logs.create_topic("t", 2)
     wait_for(lambda: metadata(b2, "t").partitions == 2, what="broker 1's partitions in the map")
     b2.broker.logs.create_topic("t", 3)
@@ -137,7 +142,6 @@ def test_rill_consume_reads_a_topic_across_the_cluster(tmp_path: Path, zk_connec
 
 
 def test_describe_cluster_names_each_groups_coordinator_from_any_broker(tmp_path: Path, zk_connect: str) -> None:
-    from rill.coordinator.placement import coordinator_for
     from rill.v1 import coordinator_pb2 as pb
     from rill.v1 import coordinator_pb2_grpc as pb_grpc
 
@@ -149,7 +153,10 @@ def test_describe_cluster_names_each_groups_coordinator_from_any_broker(tmp_path
             for g in groups:  # CreateGroup may go to any broker: it is forwarded to the coordinator
                 assert stub.CreateGroup(pb.CreateGroupRequest(consumer_group=g, topics=["t"]), timeout=10).error_code \
                     == pb.NONE
-        expected = {g: coordinator_for(g, [1, 2]) for g in groups}
+        placement = b1.broker.coordination.placement
+        assert placement is not None
+        # a group's coordinator leads its partition of __rill_groups (5 partitions over 2 brokers here)
+        expected = {g: placement.coordinator(g).broker_id for g in groups}  # type: ignore[union-attr]
         assert set(expected.values()) == {1, 2}  # both brokers coordinate some of them
         for b in (b1, b2):
             with grpc.insecure_channel(b.grpc_address) as channel:

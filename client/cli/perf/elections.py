@@ -51,7 +51,8 @@ def add_parsers(kinds: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def run_elections(args: argparse.Namespace) -> int:
-    cluster = new_cluster(args)
+    # the groups topic in one partition: the elections measured are (all but one) the benchmark topic's
+    cluster = new_cluster(args, {"offsets.topic.num.partitions": 1})
     try:
         say(args, f"starting ZooKeeper and {args.brokers} brokers under {cluster.work}")
         cluster.start()
