@@ -25,6 +25,7 @@ from rill.broker.replication.leader_election import elect_for_shutdown, elect_of
 from rill.broker.replication.replica import PartitionRole
 from rill.client.protocol import requests as rq
 from rill.client.zookeeper.registry import BrokerRegistration
+from rill.broker.log.topic_log_settings import log_settings_of
 from rill.client.zookeeper.replica_layout import NO_LEADER, PartitionState, TopicReplicas
 
 __all__ = ["UNCLEAN_KEY", "ControllerContext", "decide_reconcile", "decide_shutdown", "unclean_for"]
@@ -143,7 +144,7 @@ class ControllerContext:
         topic = self.topics[key[0]]
         return PartitionRole(key[0], key[1], state.leader, state.leader_epoch, state.isr, self.replicas(key),
                              version, min_insync_for(topic), topic.adding.get(key[1], ()),
-                             topic.removing.get(key[1], ()))
+                             topic.removing.get(key[1], ()), log_settings_of(topic.config))
 
     def roles(self, keys: Iterable[PartitionKey] | None = None) -> Iterator[PartitionRole]:
         """The roles of ``keys`` (default: every partition, in key order); unknown keys are skipped."""

@@ -128,13 +128,15 @@ def role_to_proto(role: PartitionRole) -> rpb.PartitionLeadership:
     return rpb.PartitionLeadership(topic=role.topic, partition=role.partition, leader=role.leader,
                                    leader_epoch=role.leader_epoch, isr=role.isr, replicas=role.replicas,
                                    zk_version=role.zk_version, min_insync_replicas=role.min_insync,
-                                   adding_replicas=role.adding, removing_replicas=role.removing)
+                                   adding_replicas=role.adding, removing_replicas=role.removing,
+                                   log_settings=dict(role.log_settings))
 
 
 def roles_from_request(request: rpb.LeaderAndIsrRequest) -> list[PartitionRole]:
     """The request's entries as roles, in request order."""
     return [PartitionRole(p.topic, p.partition, p.leader, p.leader_epoch, tuple(p.isr), tuple(p.replicas),
-                          p.zk_version, p.min_insync_replicas, tuple(p.adding_replicas), tuple(p.removing_replicas))
+                          p.zk_version, p.min_insync_replicas, tuple(p.adding_replicas), tuple(p.removing_replicas),
+                          tuple(sorted(p.log_settings.items())))
             for p in request.partitions]
 
 

@@ -6,11 +6,14 @@ topic accepts, at creation (Admin CreateTopic) and later (Admin AlterTopicConfig
 
     min.insync.replicas             a whole number >= 1: acks=all produce needs this many in-sync replicas
     unclean.leader.election.enable  true or false: may an out-of-sync replica become leader
+    retention.ms                    -1 or a whole number >= 1: the topic's time retention
+    retention.bytes                 -1 or a whole number >= 0: its size retention, per partition
+    segment.bytes                   1024..2147483647: its segment size
 
-Per-topic retention and segment sizes (``retention.ms``, ``retention.bytes``,
-``segment.bytes``) are not accepted: every log of a broker shares one immutable
-``LogConfig``, read when the log is opened, and nothing carries a topic's settings to a
-follower's log, so they could not apply without restarts.
+The last three are the topic's log settings (rill.broker.log.topic_log_settings): the
+controller carries them in each LeaderAndIsr entry, and every broker applies them to its
+replica's log at once. The internal topics (``__rill...``) refuse them: the groups topic
+must keep everything.
 
 :func:`alter_topic_config` is Kafka's IncrementalAlterConfigs for one topic: set some
 keys, delete others, leave the rest. It reads the node, applies the change to what it
@@ -33,6 +36,8 @@ import structlog
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NoNodeError
 
+from rill.broker.log.topic_log_settings import LOG_SETTINGS
+from rill.client.topic_names import is_internal_topic
 from rill.client.zookeeper.replica_layout import TopicReplicas, is_replicated_topic_value, topic_path
 
 __all__ = ["TOPIC_CONFIG", "ConfigChange", "InvalidTopicConfig", "NotReplicatedTopic", "alter_topic_config",
@@ -55,6 +60,7 @@ def _boolean(value: str) -> bool:
 TOPIC_CONFIG: Mapping[str, tuple[Callable[[str], bool], str]] = {
     "min.insync.replicas": (_positive_int, "a whole number >= 1"),
     "unclean.leader.election.enable": (_boolean, "true or false"),
+    **{key: (check, expected) for key, (_field, check, expected) in LOG_SETTINGS.items()},
 }
 """The settings a replicated topic accepts: name -> (check, what it must be)."""
 
@@ -135,6 +141,8 @@ def alter_topic_config(zk: KazooClient, topic: str, to_set: Mapping[str, str], t
         KazooException: from ZooKeeper (the outcome of the write in flight is unknown: describe the topic).
     """
     problem = alteration_problem(to_set, to_delete)
+    if problem is None and is_internal_topic(topic) and any(k in LOG_SETTINGS for k in [*to_set, *to_delete]):
+        problem = f"topic {topic} is internal: its log settings are fixed (it keeps everything)"
     if problem is not None:
         raise InvalidTopicConfig(problem)
     path = topic_path(topic)

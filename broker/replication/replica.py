@@ -19,11 +19,16 @@ import enum
 import threading
 from dataclasses import dataclass
 
+import structlog
+
 from rill.broker.log.leader_epochs import LeaderEpochCache
 from rill.broker.log.log import Log
+from rill.broker.log.topic_log_settings import with_topic_settings
 from rill.broker.replication.leader_state import LeaderState
 
 __all__ = ["PartitionRole", "Replica", "Role"]
+
+_logger = structlog.get_logger(__name__)
 
 
 class Role(enum.Enum):
@@ -46,6 +51,7 @@ class PartitionRole:
     min_insync: int = 0  # the topic's min.insync.replicas (0: the broker's setting)
     adding: tuple[int, ...] = ()  # while reassigned: the replicas joining (they fetch throttled until caught up)
     removing: tuple[int, ...] = ()  # and those leaving
+    log_settings: tuple[tuple[str, str], ...] = ()  # the topic's retention.ms, retention.bytes, segment.bytes
 
 
 class Replica:
@@ -63,6 +69,7 @@ class Replica:
         self.leader_epoch = -1
         self.replicas: tuple[int, ...] = ()
         self.min_insync = 0  # the topic's min.insync.replicas (0: the broker's setting)
+        self.default_config = log.config  # the broker's settings for this log, under the topic's own
         self.leader_state: LeaderState | None = None  # while leading
         self.follower_high_watermark = 0  # while following: min(leader's HW, own log end)
         self.throttled = False  # a follower added by a reassignment and not in the ISR: its fetches are throttled
@@ -70,6 +77,15 @@ class Replica:
     @property
     def topic(self) -> str:
         return self.log.topic
+
+    def apply_log_settings(self, settings: tuple[tuple[str, str], ...]) -> None:
+        """The topic's own log settings over the broker's (topic_log_settings), applied to this log now."""
+        config = with_topic_settings(self.default_config, settings)
+        if config != self.log.config:
+            _logger.info("replica.log_config_changed", topic=self.topic, partition=self.partition,
+                         settings=dict(settings), segment_bytes=config.segment_bytes,
+                         retention_ms=config.retention_ms, retention_bytes=config.retention_bytes)
+            self.log.config = config
 
     @property
     def partition(self) -> int:

@@ -171,6 +171,7 @@ class ReplicaManager:
                 codes[key] = int(ErrorCode.FENCED_LEADER_EPOCH)  # an older decision than ours: ignored
                 continue
             codes[key] = 0
+            replica.apply_log_settings(role.log_settings)
             if role.leader_epoch == replica.leader_epoch and replica.role is not Role.NONE:
                 self._update_settings(replica, role)  # already applied, but a topic's settings may have changed
                 continue

@@ -16,7 +16,7 @@ def test_topic_config_problem_accepts_known_settings_only() -> None:
     """Known settings with good values pass; unknown keys, bad values and settings on factor 1 are named."""
     assert topic_config_problem({"min.insync.replicas": "2", "unclean.leader.election.enable": "TRUE"}, 3) is None
     assert topic_config_problem({}, 1) is None
-    assert "unknown topic setting 'retention.ms'" in (topic_config_problem({"retention.ms": "1"}, 3) or "")
+    assert "unknown topic setting 'retention.hours'" in (topic_config_problem({"retention.hours": "1"}, 3) or "")
     assert "min.insync.replicas='0'" in (topic_config_problem({"min.insync.replicas": "0"}, 3) or "")
     assert "must be true or false" in (topic_config_problem({"unclean.leader.election.enable": "yes"}, 3) or "")
     assert "replicated topics only" in (topic_config_problem({"min.insync.replicas": "1"}, 1) or "")

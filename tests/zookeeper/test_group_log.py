@@ -20,6 +20,7 @@ from structlog.testing import capture_logs
 from rill.broker.cluster.checkpoint_store import CheckpointStore
 from rill.broker.testing import RunningBroker, running_broker
 from rill.client.errors import ErrorCode, InvalidTopic
+from rill.client.grpc_client import AdminClient
 from rill.client.protocol import requests as rq
 from rill.client.protocol.messages import encode_message_set
 from rill.client.simple import SimpleConsumer, SimpleProducer
@@ -76,6 +77,9 @@ def test_groups_topic_is_internal(tmp_path: Path, zk_connect: str) -> None:
             created = apb_grpc.AdminStub(channel).CreateTopic(  # type: ignore[no-untyped-call]
                 apb.CreateTopicRequest(topic=GROUPS_TOPIC, partitions=1), timeout=10)
         assert created.error_code == pb.INVALID_TOPIC and "internal" in created.error_message
+        with AdminClient(b.grpc_address, timeout=10) as admin:  # the groups topic keeps everything
+            altered = admin.alter_topic_config(GROUPS_TOPIC, {"retention.ms": "1000"}, ())
+        assert altered.error_code == pb.INVALID_CONFIG and "internal" in altered.error_message
         assert stub(b).CreateGroup(pb.CreateGroupRequest(consumer_group="readable", topics=["t"]),
                                    timeout=10).error_code == pb.NONE
         p = partition_for("readable", 5)

@@ -10,6 +10,7 @@ with no restart.
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -167,7 +168,9 @@ def test_cli_alter_describe_round_trip_and_refusals(tmp_path: Path, zk_connect: 
                                            "  unclean.leader.election.enable: true -> (default)\n")
         wait_for(lambda: _controller_unclean(brokers) is False, timeout=10, what="the controller to drop unclean")
         for argv, message in [
-            (["--config", "retention.ms=1000"], "INVALID_CONFIG: unknown topic setting 'retention.ms'"),
+            (["--config", "retention.hours=1"], "INVALID_CONFIG: unknown topic setting 'retention.hours'"),
+            (["--config", "segment.bytes=100"], "INVALID_CONFIG: topic setting segment.bytes='100' must be "
+                                                "a whole number 1024..2147483647"),
             (["--config", "min.insync.replicas=0"], "INVALID_CONFIG: topic setting min.insync.replicas='0' must be "
                                                     "a whole number >= 1"),
             (["--config", "unclean.leader.election.enable=maybe"], "must be true or false"),
@@ -178,3 +181,35 @@ def test_cli_alter_describe_round_trip_and_refusals(tmp_path: Path, zk_connect: 
         assert "UNKNOWN_TOPIC_OR_PARTITION: topic nosuch does not exist" in capsys.readouterr().err
         replicas = read_topic(zk, TOPIC)
         assert replicas is not None and dict(replicas.config) == {MIN_ISR: "2"}
+
+
+def test_log_settings_apply_to_every_replica_without_restarts(tmp_path: Path, zk_connect: str,
+                                                               zk: KazooClient) -> None:
+    """segment.bytes and retention.bytes set on the topic: every replica rolls at the new size and the next
+    retention pass keeps only what the topic allows; deleted, the broker's settings come back."""
+    with replicated_cluster(tmp_path, zk_connect) as brokers:
+        create_replicated(zk, brokers, TOPIC, 1)
+        assert _alter(brokers[1], {"segment.bytes": "2048", "retention.bytes": "4096"}) == {
+            "segment.bytes": "2048", "retention.bytes": "4096"}
+
+        def configs() -> set[tuple[int, int]]:
+            found = [b.broker.logs.get(TOPIC, 0).config for b in brokers.values()]
+            return {(c.segment_bytes, c.retention_bytes) for c in found}
+        wait_for(lambda: configs() == {(2048, 4096)}, timeout=10, what="every replica to apply the settings")
+        for n in range(40):  # 40 x ~1 KB: twenty segments at 2 KB
+            produce_acked(brokers, TOPIC, 0, [bytes([n]) * 1000])
+        leader = leader_of(brokers, TOPIC, 0)
+        assert leader is not None
+        end = leader.broker.logs.get(TOPIC, 0).end_offset
+        wait_for(lambda: all(b.broker.logs.get(TOPIC, 0).end_offset == end for b in brokers.values()), timeout=10,
+                 what="the followers to catch up")
+        for b in brokers.values():
+            log_ = b.broker.logs.get(TOPIC, 0)
+            assert len(log_.segments) >= 15, b.broker_id  # rolled at 2 KB, not at the broker's 1 GB
+            b.broker.logs.run_retention(time.time())
+            assert sum(s.size for s in log_.segments) <= 4096 + 2048, b.broker_id  # the active one may pass it
+            assert log_.start_offset > 0
+        _alter(brokers[2], {}, ("segment.bytes", "retention.bytes"))
+        default = brokers[1].broker.logs.config
+        wait_for(lambda: configs() == {(default.segment_bytes, default.retention_bytes)}, timeout=10,
+                 what="the broker's settings back")

@@ -25,29 +25,33 @@ _sym_db = _symbol_database.Default()
 from rill.v1 import coordinator_pb2 as rill_dot_v1_dot_coordinator__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19rill/v1/replication.proto\x12\x07rill.v1\x1a\x19rill/v1/coordinator.proto\"\xae\x01\n\x13ReplicaControlError\"\x96\x01\n\x04\x43ode\x12\x08\n\x04NONE\x10\x00\x12\x1a\n\x16STALE_CONTROLLER_EPOCH\x10\x01\x12\x12\n\x0eNOT_CONTROLLER\x10\x02\x12\x16\n\x12STALE_BROKER_EPOCH\x10\x03\x12\x18\n\x14\x42ROKER_NOT_AVAILABLE\x10\x04\x12\x15\n\x11REQUEST_TIMED_OUT\x10\x05\x12\x0b\n\x07UNKNOWN\x10\x06\"\xe1\x01\n\x13PartitionLeadership\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x0e\n\x06leader\x18\x03 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x04 \x01(\x05\x12\x0b\n\x03isr\x18\x05 \x03(\x05\x12\x10\n\x08replicas\x18\x06 \x03(\x05\x12\x12\n\nzk_version\x18\x07 \x01(\x05\x12\x1b\n\x13min_insync_replicas\x18\x08 \x01(\x05\x12\x17\n\x0f\x61\x64\x64ing_replicas\x18\t \x03(\x05\x12\x19\n\x11removing_replicas\x18\n \x03(\x05\"\xdc\x01\n\x13LeaderAndIsrRequest\x12\x15\n\rcontroller_id\x18\x01 \x01(\x05\x12\x18\n\x10\x63ontroller_epoch\x18\x02 \x01(\x05\x12\x30\n\npartitions\x18\x03 \x03(\x0b\x32\x1c.rill.v1.PartitionLeadership\x12%\n\x0clive_brokers\x18\x04 \x03(\x0b\x32\x0f.rill.v1.Broker\x12\x0c\n\x04\x66ull\x18\x05 \x01(\x08\x12-\n%replication_throttle_bytes_per_second\x18\x06 \x01(\x03\"A\n\x0fPartitionResult\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x0c\n\x04\x63ode\x18\x03 \x01(\x05\"v\n\x14LeaderAndIsrResponse\x12\x30\n\x05\x65rror\x18\x01 \x01(\x0e\x32!.rill.v1.ReplicaControlError.Code\x12,\n\npartitions\x18\x02 \x03(\x0b\x32\x18.rill.v1.PartitionResult\"D\n\x19\x43ontrolledShutdownRequest\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\"\x91\x01\n\x1a\x43ontrolledShutdownResponse\x12\x30\n\x05\x65rror\x18\x01 \x01(\x0e\x32!.rill.v1.ReplicaControlError.Code\x12*\n\tremaining\x18\x02 \x03(\x0b\x32\x17.rill.v1.TopicPartition\x12\x15\n\rcontroller_id\x18\x03 \x01(\x05\x32\xbc\x01\n\x0eReplicaControl\x12K\n\x0cLeaderAndIsr\x12\x1c.rill.v1.LeaderAndIsrRequest\x1a\x1d.rill.v1.LeaderAndIsrResponse\x12]\n\x12\x43ontrolledShutdown\x12\".rill.v1.ControlledShutdownRequest\x1a#.rill.v1.ControlledShutdownResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19rill/v1/replication.proto\x12\x07rill.v1\x1a\x19rill/v1/coordinator.proto\"\xae\x01\n\x13ReplicaControlError\"\x96\x01\n\x04\x43ode\x12\x08\n\x04NONE\x10\x00\x12\x1a\n\x16STALE_CONTROLLER_EPOCH\x10\x01\x12\x12\n\x0eNOT_CONTROLLER\x10\x02\x12\x16\n\x12STALE_BROKER_EPOCH\x10\x03\x12\x18\n\x14\x42ROKER_NOT_AVAILABLE\x10\x04\x12\x15\n\x11REQUEST_TIMED_OUT\x10\x05\x12\x0b\n\x07UNKNOWN\x10\x06\"\xda\x02\n\x13PartitionLeadership\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x0e\n\x06leader\x18\x03 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x04 \x01(\x05\x12\x0b\n\x03isr\x18\x05 \x03(\x05\x12\x10\n\x08replicas\x18\x06 \x03(\x05\x12\x12\n\nzk_version\x18\x07 \x01(\x05\x12\x1b\n\x13min_insync_replicas\x18\x08 \x01(\x05\x12\x17\n\x0f\x61\x64\x64ing_replicas\x18\t \x03(\x05\x12\x19\n\x11removing_replicas\x18\n \x03(\x05\x12\x43\n\x0clog_settings\x18\x0b \x03(\x0b\x32-.rill.v1.PartitionLeadership.LogSettingsEntry\x1a\x32\n\x10LogSettingsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xdc\x01\n\x13LeaderAndIsrRequest\x12\x15\n\rcontroller_id\x18\x01 \x01(\x05\x12\x18\n\x10\x63ontroller_epoch\x18\x02 \x01(\x05\x12\x30\n\npartitions\x18\x03 \x03(\x0b\x32\x1c.rill.v1.PartitionLeadership\x12%\n\x0clive_brokers\x18\x04 \x03(\x0b\x32\x0f.rill.v1.Broker\x12\x0c\n\x04\x66ull\x18\x05 \x01(\x08\x12-\n%replication_throttle_bytes_per_second\x18\x06 \x01(\x03\"A\n\x0fPartitionResult\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x0c\n\x04\x63ode\x18\x03 \x01(\x05\"v\n\x14LeaderAndIsrResponse\x12\x30\n\x05\x65rror\x18\x01 \x01(\x0e\x32!.rill.v1.ReplicaControlError.Code\x12,\n\npartitions\x18\x02 \x03(\x0b\x32\x18.rill.v1.PartitionResult\"D\n\x19\x43ontrolledShutdownRequest\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\"\x91\x01\n\x1a\x43ontrolledShutdownResponse\x12\x30\n\x05\x65rror\x18\x01 \x01(\x0e\x32!.rill.v1.ReplicaControlError.Code\x12*\n\tremaining\x18\x02 \x03(\x0b\x32\x17.rill.v1.TopicPartition\x12\x15\n\rcontroller_id\x18\x03 \x01(\x05\x32\xbc\x01\n\x0eReplicaControl\x12K\n\x0cLeaderAndIsr\x12\x1c.rill.v1.LeaderAndIsrRequest\x1a\x1d.rill.v1.LeaderAndIsrResponse\x12]\n\x12\x43ontrolledShutdown\x12\".rill.v1.ControlledShutdownRequest\x1a#.rill.v1.ControlledShutdownResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'rill.v1.replication_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
+  _globals['_PARTITIONLEADERSHIP_LOGSETTINGSENTRY']._loaded_options = None
+  _globals['_PARTITIONLEADERSHIP_LOGSETTINGSENTRY']._serialized_options = b'8\001'
   _globals['_REPLICACONTROLERROR']._serialized_start=66
   _globals['_REPLICACONTROLERROR']._serialized_end=240
   _globals['_REPLICACONTROLERROR_CODE']._serialized_start=90
   _globals['_REPLICACONTROLERROR_CODE']._serialized_end=240
   _globals['_PARTITIONLEADERSHIP']._serialized_start=243
-  _globals['_PARTITIONLEADERSHIP']._serialized_end=468
-  _globals['_LEADERANDISRREQUEST']._serialized_start=471
-  _globals['_LEADERANDISRREQUEST']._serialized_end=691
-  _globals['_PARTITIONRESULT']._serialized_start=693
-  _globals['_PARTITIONRESULT']._serialized_end=758
-  _globals['_LEADERANDISRRESPONSE']._serialized_start=760
-  _globals['_LEADERANDISRRESPONSE']._serialized_end=878
-  _globals['_CONTROLLEDSHUTDOWNREQUEST']._serialized_start=880
-  _globals['_CONTROLLEDSHUTDOWNREQUEST']._serialized_end=948
-  _globals['_CONTROLLEDSHUTDOWNRESPONSE']._serialized_start=951
-  _globals['_CONTROLLEDSHUTDOWNRESPONSE']._serialized_end=1096
-  _globals['_REPLICACONTROL']._serialized_start=1099
-  _globals['_REPLICACONTROL']._serialized_end=1287
+  _globals['_PARTITIONLEADERSHIP']._serialized_end=589
+  _globals['_PARTITIONLEADERSHIP_LOGSETTINGSENTRY']._serialized_start=539
+  _globals['_PARTITIONLEADERSHIP_LOGSETTINGSENTRY']._serialized_end=589
+  _globals['_LEADERANDISRREQUEST']._serialized_start=592
+  _globals['_LEADERANDISRREQUEST']._serialized_end=812
+  _globals['_PARTITIONRESULT']._serialized_start=814
+  _globals['_PARTITIONRESULT']._serialized_end=879
+  _globals['_LEADERANDISRRESPONSE']._serialized_start=881
+  _globals['_LEADERANDISRRESPONSE']._serialized_end=999
+  _globals['_CONTROLLEDSHUTDOWNREQUEST']._serialized_start=1001
+  _globals['_CONTROLLEDSHUTDOWNREQUEST']._serialized_end=1069
+  _globals['_CONTROLLEDSHUTDOWNRESPONSE']._serialized_start=1072
+  _globals['_CONTROLLEDSHUTDOWNRESPONSE']._serialized_end=1217
+  _globals['_REPLICACONTROL']._serialized_start=1220
+  _globals['_REPLICACONTROL']._serialized_end=1408
 # @@protoc_insertion_point(module_scope)

@@ -29,7 +29,14 @@ class ReplicaControlError(_message.Message):
     def __init__(self) -> None: ...
 
 class PartitionLeadership(_message.Message):
-    __slots__ = ("topic", "partition", "leader", "leader_epoch", "isr", "replicas", "zk_version", "min_insync_replicas", "adding_replicas", "removing_replicas")
+    __slots__ = ("topic", "partition", "leader", "leader_epoch", "isr", "replicas", "zk_version", "min_insync_replicas", "adding_replicas", "removing_replicas", "log_settings")
+    class LogSettingsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     LEADER_FIELD_NUMBER: _ClassVar[int]
@@ -40,6 +47,7 @@ class PartitionLeadership(_message.Message):
     MIN_INSYNC_REPLICAS_FIELD_NUMBER: _ClassVar[int]
     ADDING_REPLICAS_FIELD_NUMBER: _ClassVar[int]
     REMOVING_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    LOG_SETTINGS_FIELD_NUMBER: _ClassVar[int]
     topic: str
     partition: int
     leader: int
@@ -50,7 +58,8 @@ class PartitionLeadership(_message.Message):
     min_insync_replicas: int
     adding_replicas: _containers.RepeatedScalarFieldContainer[int]
     removing_replicas: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., leader: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., isr: _Optional[_Iterable[int]] = ..., replicas: _Optional[_Iterable[int]] = ..., zk_version: _Optional[int] = ..., min_insync_replicas: _Optional[int] = ..., adding_replicas: _Optional[_Iterable[int]] = ..., removing_replicas: _Optional[_Iterable[int]] = ...) -> None: ...
+    log_settings: _containers.ScalarMap[str, str]
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., leader: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., isr: _Optional[_Iterable[int]] = ..., replicas: _Optional[_Iterable[int]] = ..., zk_version: _Optional[int] = ..., min_insync_replicas: _Optional[int] = ..., adding_replicas: _Optional[_Iterable[int]] = ..., removing_replicas: _Optional[_Iterable[int]] = ..., log_settings: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class LeaderAndIsrRequest(_message.Message):
     __slots__ = ("controller_id", "controller_epoch", "partitions", "live_brokers", "full", "replication_throttle_bytes_per_second")

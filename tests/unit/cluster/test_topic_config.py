@@ -71,8 +71,8 @@ def _zk(config: dict[str, str] | None = None) -> FakeZk:
 def test_alteration_problem_names_each_refusal() -> None:
     """Unknown keys (set or deleted), bad values, a key set and deleted, and an empty change are refused."""
     assert alteration_problem({MIN_ISR: "3"}, [UNCLEAN]) is None
-    assert "unknown topic setting 'retention.ms'" in (alteration_problem({"retention.ms": "1000"}, []) or "")
-    assert "unknown topic setting 'segment.bytes'" in (alteration_problem({}, ["segment.bytes"]) or "")
+    assert "unknown topic setting 'retention.hours'" in (alteration_problem({"retention.hours": "1"}, []) or "")
+    assert "unknown topic setting 'segment.ms'" in (alteration_problem({}, ["segment.ms"]) or "")
     assert "min.insync.replicas='0' must be a whole number >= 1" in (alteration_problem({MIN_ISR: "0"}, []) or "")
     assert "must be true or false" in (alteration_problem({UNCLEAN: "yes"}, []) or "")
     assert "both set and deleted" in (alteration_problem({MIN_ISR: "2"}, [MIN_ISR]) or "")
@@ -131,8 +131,8 @@ def test_alter_gives_up_after_losing_every_attempt() -> None:
 def test_alter_refuses_bad_input_and_missing_or_unreplicated_topics() -> None:
     """Validation before any read; a missing topic and a 0.7 partition map are NotReplicatedTopic."""
     zk = _zk()
-    with pytest.raises(InvalidTopicConfig, match="unknown topic setting 'retention.ms'"):
-        alter_topic_config(zk, "orders", {"retention.ms": "1"}, [])  # type: ignore[arg-type]
+    with pytest.raises(InvalidTopicConfig, match="unknown topic setting 'retention.hours'"):
+        alter_topic_config(zk, "orders", {"retention.hours": "1"}, [])  # type: ignore[arg-type]
     with pytest.raises(NotReplicatedTopic, match="does not exist"):
         alter_topic_config(zk, "gone", {MIN_ISR: "2"}, [])  # type: ignore[arg-type]
     zk.nodes["/rill/topics/old"] = (b'{"partitions":{"1":2}}', 0)
