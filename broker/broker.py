@@ -18,6 +18,7 @@ import structlog
 from rill.broker.cluster.cluster_view import ClusterView
 from rill.broker.cluster.controlled_shutdown import request_controlled_shutdown
 from rill.broker.cluster.controller import Controller
+from rill.broker.cluster.isr_exit_client import ZkIsrExit
 from rill.broker.cluster.preferred_election import RebalancePolicy
 from rill.broker.cluster.replica_control_servicer import ReplicaControlClient, ReplicaControlServicer
 from rill.broker.cluster.replica_control_servicer import registration as replica_control_registration
@@ -31,6 +32,7 @@ from rill.broker.log.manager import LogManager
 from rill.broker.log.open_files import OpenFiles
 from rill.broker.replication.isr_writer import IsrWriter
 from rill.broker.replication.replica_fetcher import FetcherSettings, ReplicaFetchers
+from rill.broker.replication.replica_healer import ReplicaHealer
 from rill.broker.replication.replica_manager import ReplicaManager
 from rill.broker.replication.replication_throttle import ReplicationThrottle
 from rill.client.errors import StorageError
@@ -76,6 +78,8 @@ class Broker:
                                        lag_max_ms=config["replica.lag.time.max.ms"],
                                        min_insync=config["min.insync.replicas"])
         self.cluster.replicated = self.replicas
+        self.healer = ReplicaHealer(lambda key: self.replicas.replicas.get(key))  # corrupt replica data, from the ISR
+        self.logs.on_corruption.append(self.healer.corruption_found)
         self.replica_control = ReplicaControlServicer(self.replicas, throttle=self.throttle)
         self.controller: Controller | None = None
         try:
@@ -105,6 +109,10 @@ class Broker:
                 self.logs.close()
                 raise
         self.logs.on_topic_created.append(self._on_topic_created)
+        self.logs.on_topic_deleted.append(self._on_topic_deleted)
+        self.replicas.on_partitions_added.append(self.coordination.on_topics_changed)
+        self.replicas.on_topics_deleted.append(self.coordination.on_topics_deleted)
+        self.coordination.admin.delete_topic_enable = config["delete.topic.enable"]
         self._closed = False
         self._stopping = False
         self.ready = threading.Event()
@@ -126,6 +134,8 @@ class Broker:
             raise
         self.zookeeper, self.registry = registration, registry
         self.replicas.isr_writer = IsrWriter(registration.zk)
+        self.healer.isr_exit = ZkIsrExit(registration.zk, registry, config["broker.id"],
+                                         timeout_s=3 * config["controller.socket.timeout.ms"] / 1000)
         self.replicas.registry = registry
         rebalance = RebalancePolicy(config["auto.leader.rebalance.enable"],
                                     config["leader.imbalance.check.interval.seconds"],
@@ -137,7 +147,7 @@ class Broker:
         self.replica_control.controller = self.controller
         self.controller.start()
         self.coordination.join_cluster(registration.zk, registry, self.controller)
-        self.coordination.admin.attach_reassigner(self.controller)
+        self.coordination.admin.attach_reassigner(self.controller, self.controller)
         self.cluster.registry = registry
         if config["default.replication.factor"] != 1:  # the data plane creates replicated topics (Kafka's way)
             self.replicated_creator = ReplicatedTopicCreator(registration.zk, registry,
@@ -150,6 +160,14 @@ class Broker:
         self.coordination.on_topics_changed()
         if self.zookeeper is not None:
             self.zookeeper.topics_changed()
+
+    def _on_topic_deleted(self, topic: str) -> None:
+        """A 0.7-style topic deleted here (Admin DeleteTopic's thread): its registration goes (posts only);
+        a single broker's groups forget its offsets (in a cluster other brokers may still hold partitions)."""
+        if self.zookeeper is not None:
+            self.zookeeper.topics_changed()
+        else:
+            self.coordination.on_topics_deleted([topic])
 
     def identity(self) -> rq.BrokerInfo:
         """This broker as METADATA describes it (advertised host, data-plane and gRPC ports)."""
@@ -211,6 +229,7 @@ class Broker:
         if self._closed:
             return []
         self._closed = True
+        self.healer.close()
         if self.controller is not None:
             self.controller.close()  # another broker takes over at once
         self.coordination.leave_cluster()  # groups' final state to ZooKeeper while the session is up

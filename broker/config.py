@@ -49,6 +49,8 @@ KEYS: tuple[Key, ...] = (
     Key("auto.create.topics.enable", bool, True,
         "Create a topic on first produce (Kafka 0.7 behaviour); in a cluster with default.replication.factor "
         "above 1, a replicated topic of that factor."),
+    Key("delete.topic.enable", bool, True,
+        "Admin DeleteTopic deletes topics (rill topics delete); false refuses it with TOPIC_DELETION_DISABLED."),
     Key("log.segment.bytes", int, 1024 ** 3, "Size at which the active segment rolls."),
     Key("log.roll.hours", float, 168.0, "Age at which the active segment rolls."),
     Key("log.flush.interval.messages", int, 10_000, "fsync a partition after this many messages."),

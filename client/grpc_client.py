@@ -209,6 +209,23 @@ class AdminClient:
         return cast(apb.AlterReplicationThrottleResponse,
                     self._at_controller("AlterReplicationThrottle", request, None, redirects))
 
+    def delete_topic(self, topic: str, *, timeout_ms: int = 0) -> apb.DeleteTopicResponse:
+        """DeleteTopic (any broker): a replicated topic cluster-wide, waiting up to ``timeout_ms`` (0: 30000) for
+        the deletion to complete (REQUEST_TIMED_OUT: marked, completes later); a Kafka 0.7-style topic: the
+        partitions this broker holds. Errors come back in ``error_code``."""
+        request = apb.DeleteTopicRequest(topic=topic, timeout_ms=timeout_ms)
+        deadline = (timeout_ms / 1000 if timeout_ms > 0 else 30.0) + self.timeout
+        return cast(apb.DeleteTopicResponse, self._call(self.admin.DeleteTopic, request, deadline))
+
+    def create_partitions(self, topic: str, count: int, *, timeout_ms: int = 0,
+                          redirects: int = 3) -> apb.CreatePartitionsResponse:
+        """CreatePartitions: grow the replicated ``topic`` to ``count`` partitions (never fewer). The controller
+        adds them (another broker answers NOT_CONTROLLER and the call is made at the controller, as
+        :meth:`elect_leaders`); ``partitions`` lists the new ones with their replicas."""
+        request = apb.CreatePartitionsRequest(topic=topic, count=count, timeout_ms=timeout_ms)
+        deadline = (timeout_ms / 1000 if timeout_ms > 0 else 30.0) + self.timeout
+        return cast(apb.CreatePartitionsResponse, self._at_controller("CreatePartitions", request, deadline, redirects))
+
     def _at_controller(self, method: str, request: Any, deadline: float | None, redirects: int) -> Any:
         """Call the Admin ``method`` here, following NOT_CONTROLLER answers to the controller they name."""
         response = self._call(getattr(self.admin, method), request, deadline)

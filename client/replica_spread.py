@@ -14,17 +14,19 @@ __all__ = ["spread_replicas"]
 
 
 def spread_replicas(brokers: Sequence[int], partitions: int, replication_factor: int, start: int,
-                    shift: int) -> list[tuple[int, ...]]:
+                    shift: int, first_partition: int = 0) -> list[tuple[int, ...]]:
     """One tuple of replica ids per partition (preferred leader first) over ``brokers`` (sorted, distinct).
 
     Partition ``p``'s first replica is ``brokers[(p + start) % n]``; its ``j``-th follower
     ``brokers[(first + 1 + (shift + j) % (n - 1)) % n]``, ``shift`` going up by one before
-    each partition numbered a non-zero multiple of ``n``. The caller checks that
+    each partition numbered a non-zero multiple of ``n``. The partitions are numbered from
+    ``first_partition`` (Kafka's ``startPartitionId``: partitions added to a topic continue
+    its numbering, and the list holds them alone). The caller checks that
     ``1 <= replication_factor <= len(brokers)``.
     """
     n = len(brokers)
     assignment: list[tuple[int, ...]] = []
-    for p in range(partitions):
+    for p in range(first_partition, first_partition + partitions):
         if p > 0 and p % n == 0:
             shift += 1
         first = (p + start) % n

@@ -224,6 +224,13 @@ class AioAdminServicer(apb_grpc.AdminServicer):
         return cast(apb.AlterReplicationThrottleResponse,
                     await self._on_worker("AlterReplicationThrottle", request, context))
 
+    async def DeleteTopic(self, request: apb.DeleteTopicRequest, context: Any) -> apb.DeleteTopicResponse:
+        return cast(apb.DeleteTopicResponse, await self._on_worker("DeleteTopic", request, context))
+
+    async def CreatePartitions(self, request: apb.CreatePartitionsRequest,
+                               context: Any) -> apb.CreatePartitionsResponse:
+        return cast(apb.CreatePartitionsResponse, await self._on_worker("CreatePartitions", request, context))
+
 
 class AioLoggingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     """Binds rpc and request id to structlog's context for the call, logs slow or failed calls.

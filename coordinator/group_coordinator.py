@@ -21,7 +21,7 @@ The modules behind it: ``membership`` (registers, heartbeats, leaves, timeouts),
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 import structlog
@@ -39,7 +39,7 @@ from rill.coordinator.rebalance_completion import join_error
 from rill.coordinator.locks import GroupLocks
 from rill.coordinator.group_checkpoint import GroupSnapshot, snapshot_of
 from rill.coordinator.records import (
-    GenerationStarted, GroupCreated, GroupDeleted, GroupReleased, OffsetsCommitted, Record,
+    GenerationStarted, GroupCreated, GroupDeleted, GroupReleased, OffsetsCommitted, OffsetsDeleted, Record,
 )
 from rill.coordinator.state import GroupState, transition
 from rill.v1 import coordinator_pb2 as pb
@@ -98,6 +98,7 @@ class GroupCoordinator:
             GroupDeleted: self._replay_deleted,
             GenerationStarted: self._replay_generation,
             OffsetsCommitted: self._replay_offsets,
+            OffsetsDeleted: self._replay_offsets_deleted,
             GroupReleased: self._replay_released,
         }
 
@@ -131,6 +132,14 @@ class GroupCoordinator:
     def group_names(self) -> list[str]:
         with self.lock:
             return sorted(self._groups)
+
+    def offsets_of_topics(self, topics: Collection[str]) -> dict[str, tuple[str, ...]]:
+        """Group -> which of ``topics`` it has committed offsets for (the groups that have any)."""
+        wanted = set(topics)
+        with self.lock:
+            found = {name: tuple(sorted({tp.topic for tp in group.offsets} & wanted))
+                     for name, group in self._groups.items()}
+        return {name: t for name, t in sorted(found.items()) if t}
 
     # ------------------------------------------------------------------ membership
 
@@ -268,6 +277,16 @@ class GroupCoordinator:
             return  # already applied (a completion computed twice), or older than what we have
         group.generation, group.assignment = record.generation, dict(record.assignment)
         self._membership.generation_applied(group, record)
+
+    def _replay_offsets_deleted(self, record: OffsetsDeleted) -> None:
+        group = self._groups.get(record.group)
+        if group is None:
+            return
+        gone = [tp for tp in group.offsets if tp.topic in record.topics]
+        for tp in gone:
+            del group.offsets[tp]
+        if gone:
+            _logger.info("group.offsets_deleted", group=group.name, topics=list(record.topics), partitions=len(gone))
 
     def _replay_offsets(self, record: OffsetsCommitted) -> None:
         group = self._groups.get(record.group)

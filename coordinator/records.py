@@ -67,6 +67,15 @@ class OffsetsCommitted:
 
 
 @dataclass(frozen=True, slots=True)
+class OffsetsDeleted:
+    """The group's committed offsets of these topics are gone (the topics were deleted, as Kafka
+    drops a deleted topic's offsets), so a topic created again under the name starts afresh."""
+
+    group: str
+    topics: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class GroupReleased:
     """Another broker coordinates the group now (a cluster moved it): this broker forgets it.
 
@@ -78,10 +87,10 @@ class GroupReleased:
     group: str
 
 
-Record = Union[GroupCreated, GroupDeleted, GenerationStarted, OffsetsCommitted, GroupReleased]
+Record = Union[GroupCreated, GroupDeleted, GenerationStarted, OffsetsCommitted, OffsetsDeleted, GroupReleased]
 
 _TYPES: dict[str, type] = {cls.__name__: cls for cls in (GroupCreated, GroupDeleted, GenerationStarted, OffsetsCommitted,
-                                                         GroupReleased)}
+                                                         OffsetsDeleted, GroupReleased)}
 
 
 _FIELDS: dict[type, tuple[str, ...]] = {cls: tuple(f.name for f in fields(cls)) for cls in _TYPES.values()}

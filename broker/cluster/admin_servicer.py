@@ -19,7 +19,9 @@ node change and tells the brokers.
 
 ElectLeaders (preferred leader election) is the controller's: ``elect_leaders`` hands it
 over, or answers NOT_CONTROLLER naming the controller. So are the reassignment RPCs
-(``reassign_partitions``).
+(``reassign_partitions``) and CreatePartitions (``create_partitions``). DeleteTopic
+(``delete_topic``) marks a replicated topic for deletion from any broker, or deletes
+this broker's partitions of a 0.7-style topic.
 
 Thread-safety: every method may run on any gRPC worker thread at once; the
 ZooKeeper session and registry are set once, before or while requests arrive.
@@ -37,6 +39,8 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
 
 from rill.broker.cluster.cluster_view import ClusterView
+from rill.broker.cluster.create_partitions import PartitionGrower, create_partitions
+from rill.broker.cluster.delete_topic import delete_topic
 from rill.broker.cluster.elect_leaders import PreferredElector, elect_leaders
 from rill.broker.cluster.log_catalog import REMOTE_TIMEOUT_S, LogCatalog
 from rill.broker.cluster.partition_states import TopicExists, read_states, read_topic
@@ -102,6 +106,9 @@ class AdminServicer(apb_grpc.AdminServicer):
         self.registry: RegistryView | None = None
         self.elector: PreferredElector | None = None
         self.reassigner: Reassigner | None = None
+        self.grower: PartitionGrower | None = None
+        self.delete_topic_enable = True
+        """``delete.topic.enable``: DeleteTopic deletes (else TOPIC_DELETION_DISABLED)."""
 
     def attach_zookeeper(self, zk: KazooClient, registry: RegistryView,
                          elector: PreferredElector | None = None) -> None:
@@ -132,9 +139,19 @@ class AdminServicer(apb_grpc.AdminServicer):
 
     # ---------------------------------------------------------------- reassignment (reassign_partitions.py)
 
-    def attach_reassigner(self, reassigner: Reassigner) -> None:
-        """Answer the reassignment RPCs through ``reassigner`` (the broker's controller role)."""
-        self.reassigner = reassigner
+    def attach_reassigner(self, reassigner: Reassigner, grower: PartitionGrower | None = None) -> None:
+        """Answer the reassignment RPCs through ``reassigner``, CreatePartitions through ``grower`` (the broker's
+        controller role)."""
+        self.reassigner, self.grower = reassigner, grower
+
+    def DeleteTopic(self, request: apb.DeleteTopicRequest, context: grpc.ServicerContext) -> apb.DeleteTopicResponse:
+        """Delete a topic (``delete_topic``): a replicated one cluster-wide, a 0.7-style one's partitions here."""
+        return delete_topic(request, self.logs, self.zk, enabled=self.delete_topic_enable)
+
+    def CreatePartitions(self, request: apb.CreatePartitionsRequest,
+                         context: grpc.ServicerContext) -> apb.CreatePartitionsResponse:
+        """Add partitions to a replicated topic, by the controller only (NOT_CONTROLLER elsewhere)."""
+        return create_partitions(request, self.grower, self.registry)
 
     def AlterPartitionReassignments(self, request: apb.AlterPartitionReassignmentsRequest,
                                     context: grpc.ServicerContext) -> apb.AlterPartitionReassignmentsResponse:

@@ -26,6 +26,11 @@ Kafka 0.8's controller (replication notes, section 3) for rill's replicated topi
 - **Reassignment** (``controller_reassignments``, a mixin): moving partitions to other
   brokers (Admin AlterPartitionReassignments), resumed by a new controller; the
   automatic rebalance leaves moving partitions alone.
+- **Topic deletion** (``controller_deletions``, a mixin; the steps in ``topic_deletion``): marked
+  topics leave the context, every broker deletes their replicas, then their nodes go.
+- **New partitions** (``partition_growth``, a mixin): Admin CreatePartitions.
+- **LeaveIsr** (``controller_isr_exits``, a mixin): a broker healing a damaged replica leaves
+  its ISR, another in-sync replica taking over where it leads.
 - **Preferred leaders** (``preferred_election``): :meth:`Controller.elect_preferred_leaders`
   on demand (Admin ElectLeaders), and with ``RebalancePolicy.enabled`` a check every
   ``interval_s`` that elects the preferred replicas of brokers leading too few of theirs.
@@ -63,7 +68,10 @@ from kazoo.protocol.states import WatchedEvent
 from rill.broker.cluster.controller_actions import (Decide, Resends, address, elect_and_write, log_elections, ms,
                                                    reread, send_leader_and_isr)
 from rill.broker.cluster.controller_context import ControllerContext, decide_reconcile, decide_shutdown, unclean_for
+from rill.broker.cluster.controller_deletions import ControllerDeletions
+from rill.broker.cluster.controller_isr_exits import ControllerIsrExits
 from rill.broker.cluster.controller_reassignments import ControllerReassignments
+from rill.broker.cluster.partition_growth import ControllerPartitionGrowth
 from rill.broker.cluster.partition_states import (ControllerEpoch, ControllerMoved, PartitionKey, elect_controller,
                                                   read_controller, read_states, read_topic)
 from rill.broker.cluster.preferred_election import (ElectionResult, RebalancePolicy, Requested, rebalance_targets,
@@ -85,7 +93,7 @@ log = structlog.get_logger(__name__)
 T = TypeVar("T")
 
 
-class Controller(ControllerReassignments):
+class Controller(ControllerReassignments, ControllerDeletions, ControllerPartitionGrowth, ControllerIsrExits):
     """The controller role of one broker: campaigns, and acts while elected. See the module docstring."""
 
     def __init__(self, zk: KazooClient, broker_id: int, registry: RegistryView, client: ReplicaControlClient, *,
@@ -287,6 +295,7 @@ class Controller(ControllerReassignments):
         ctx = ControllerContext(won, live=self._live_brokers())
         self._ctx = ctx
         self._load_topics(ctx, self._topic_children())
+        self._begin_deletions(ctx)
         loaded = time.monotonic()
         self.log.info("controller.context_loaded", epoch=won.epoch, topics=len(ctx.topics),
                       partitions=len(ctx.states), live=sorted(ctx.live), ms=ms(started, loaded))
@@ -338,7 +347,8 @@ class Controller(ControllerReassignments):
         children = self._topic_children()
         for topic in set(ctx.topics) - set(children):
             ctx.drop_topic(topic)
-        added = self._load_topics(ctx, [t for t in children if t not in ctx.topics and t not in ctx.skipped])
+        added = self._load_topics(ctx, [t for t in children
+                                        if t not in ctx.topics and t not in ctx.skipped and t not in ctx.deleting])
         if not added:
             return
         keys = sorted(key for key in ctx.states if key[0] in added)
@@ -398,7 +408,8 @@ class Controller(ControllerReassignments):
                                 -1 if found is None else found.broker_id)
         return ctx
 
-    def _shutdown(self, broker_id: int, broker_epoch: int | None) -> list[tuple[str, int]]:
+    def _checked_broker(self, broker_id: int, broker_epoch: int | None) -> ControllerContext:
+        """The context, once ``broker_id`` is live and (if given) in ``broker_epoch`` (a request of its own)."""
         ctx = self._active()
         if broker_id not in ctx.live:
             raise BrokerNotAvailable(f"broker {broker_id} is not live to the controller")
@@ -406,6 +417,10 @@ class Controller(ControllerReassignments):
             current = read_broker_epoch(self.zk, broker_id)
             if current != broker_epoch:
                 raise StaleBrokerEpoch(f"broker {broker_id}: epoch {broker_epoch} is not the current {current}")
+        return ctx
+
+    def _shutdown(self, broker_id: int, broker_epoch: int | None) -> list[tuple[str, int]]:
+        ctx = self._checked_broker(broker_id, broker_epoch)
         started = time.monotonic()
         ctx.shutting_down.add(broker_id)
         reread(self.zk, ctx, ctx.hosted_on({broker_id}))  # the leaders' own ISR changes (see _broker_failure)

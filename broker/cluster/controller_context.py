@@ -28,7 +28,7 @@ from rill.client.zookeeper.registry import BrokerRegistration
 from rill.broker.log.topic_log_settings import log_settings_of
 from rill.client.zookeeper.replica_layout import NO_LEADER, PartitionState, TopicReplicas
 
-__all__ = ["UNCLEAN_KEY", "ControllerContext", "decide_reconcile", "decide_shutdown", "unclean_for"]
+__all__ = ["UNCLEAN_KEY", "ControllerContext", "TopicDeletion", "decide_reconcile", "decide_shutdown", "unclean_for"]
 
 UNCLEAN_KEY = "unclean.leader.election.enable"
 
@@ -74,6 +74,19 @@ def decide_shutdown(current: PartitionState, replicas: tuple[int, ...], live: Co
 
 
 @dataclass
+class TopicDeletion:
+    """A topic being deleted (topic_deletion.py): its assignment and each partition's leader epoch when the
+    deletion began, the brokers that have not yet confirmed they stopped and deleted its replicas, and those
+    that have (recorded in the marker, for a next controller)."""
+
+    replicas: TopicReplicas
+    leader_epochs: dict[int, int]
+    waiting: set[int]
+    confirmed: set[int] = field(default_factory=set)
+    reported: frozenset[int] = frozenset()  # the waiting brokers last logged
+
+
+@dataclass
 class ControllerContext:
     """What the controller knows, valid for ``epoch`` only.
 
@@ -84,6 +97,7 @@ class ControllerContext:
     holds the ids in a controlled shutdown, until they leave ``live``. ``skipped``: topic
     nodes under ``/rill/topics`` that are not replicated topics (0.7 maps), not read again.
     ``throttle``: the replication throttle every LeaderAndIsr carries (reassignment_steps.py).
+    ``deleting``: topics being deleted, no longer in ``topics`` nor ``states`` (topic_deletion.py).
     """
 
     epoch: ControllerEpoch
@@ -93,6 +107,7 @@ class ControllerContext:
     shutting_down: set[int] = field(default_factory=set)
     skipped: set[str] = field(default_factory=set)
     throttle: int = 0  # the replication throttle in bytes/s (0: none), from /rill/admin/replication_throttle
+    deleting: dict[str, TopicDeletion] = field(default_factory=dict)
 
     def add_topic(self, topic: str, replicas: TopicReplicas, states: Mapping[int, tuple[PartitionState, int]]) -> None:
         """Hold ``topic``; partitions without a state node are left out (and logged by the caller)."""

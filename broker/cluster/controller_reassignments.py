@@ -24,12 +24,15 @@ from typing import Any, TypeVar
 
 from kazoo.client import KazooClient
 
+from rill.broker.cluster.controller_core import ControllerCore
 from rill.broker.cluster.controller_context import ControllerContext
 from rill.broker.cluster.partition_states import PartitionKey
-from rill.broker.cluster.reassignment import ReassignmentResult
+from rill.broker.cluster.reassignment import Outcome, ReassignmentResult
 from rill.broker.cluster.reassignment_steps import (Asked, advance_reassignments, read_throttle, reassigning,
                                                     resume_reassignments, start_reassignments, write_throttle)
 from rill.broker.replication.replica import PartitionRole
+from rill.client.topic_names import is_valid_topic
+from rill.client.zookeeper.replica_layout import delete_marker_path
 
 __all__ = ["CHECK_INTERVAL_S", "ControllerReassignments", "Ongoing"]
 
@@ -51,7 +54,7 @@ class Ongoing:
     leader: int
 
 
-class ControllerReassignments:
+class ControllerReassignments(ControllerCore):
     """Reassignment for the Controller (module docstring). Uses the attributes and methods declared here."""
 
     zk: KazooClient
@@ -60,18 +63,6 @@ class ControllerReassignments:
     _ctx: ControllerContext | None
     _check_scheduled: bool = False
 
-    def _call(self, work: Callable[[], T], timeout_s: float, what: str) -> T:
-        raise NotImplementedError
-
-    def _active(self) -> ControllerContext:
-        raise NotImplementedError
-
-    def _send(self, ctx: ControllerContext, targets: Collection[int], roles: Iterable[PartitionRole], *,
-              full: bool) -> None:
-        raise NotImplementedError
-
-    def _later(self, delay_s: float, work: Callable[[], None]) -> None:
-        raise NotImplementedError
 
     # -- any thread ---------------------------------------------------------------------------
 
@@ -100,10 +91,15 @@ class ControllerReassignments:
 
     def _start(self, asked: Asked) -> list[ReassignmentResult]:
         ctx = self._active()
-        results, changed = start_reassignments(self.zk, ctx, asked, self.max_attempts)
+        marked = {t for t in {a[0] for a in asked}
+                  if is_valid_topic(t) and self.zk.exists(delete_marker_path(t)) is not None}
+        refused = [ReassignmentResult(t, p, Outcome.INVALID, f"topic {t} is marked for deletion")
+                   for t, p in sorted({(a[0], a[1]) for a in asked if a[0] in marked})]
+        results, changed = start_reassignments(self.zk, ctx, [a for a in asked if a[0] not in marked],
+                                               self.max_attempts)
         self._send(ctx, ctx.live, ctx.roles(changed), full=False)
         self._schedule_check()
-        return results
+        return sorted(results + refused, key=lambda r: (r.topic, r.partition))
 
     def _list(self, topics: Sequence[str]) -> tuple[list[Ongoing], int]:
         ctx = self._active()

@@ -50,6 +50,7 @@ from rill.coordinator import aio_server, grpc_server
 from rill.broker.dataplane.storage import Loop
 from rill.broker.replication.replica_manager import ReplicaManager
 from rill.coordinator.group_checkpoint import GroupSnapshot, Writer
+from rill.coordinator.deleted_topics import forget_deleted_topics
 from rill.coordinator.group_coordinator import GroupCoordinator
 from rill.coordinator.group_shards import SingleShard
 from rill.coordinator.offsets_log import OffsetStore
@@ -252,6 +253,11 @@ class CoordinatorHost:
     def on_topics_changed(self) -> None:
         """A topic was created: rebalance the groups it concerns, on the timer thread (this only posts)."""
         self.timer.schedule(0, self.coordinator.on_topics_changed)
+
+    def on_topics_deleted(self, topics: Sequence[str]) -> None:
+        """Topics were deleted: their committed offsets go from the groups served here (posts only)."""
+        owns = self.placement.owns if self.placement is not None else (lambda _name: True)
+        self.timer.schedule(0, lambda: forget_deleted_topics(self.coordinator, self.sink, owns, topics))
 
     def stop(self, grace: float = 5.0) -> None:
         if self.server is not None:

@@ -29,7 +29,7 @@ import structlog
 from rill.broker.cluster.checkpoint_store import CheckpointStore
 from rill.coordinator.group_checkpoint import Decision, GroupSnapshot, Writer, decide, load_records, snapshot_of
 from rill.coordinator.records import (GenerationStarted, GroupCreated, GroupDeleted, GroupReleased,
-                                      OffsetsCommitted, Record)
+                                      OffsetsCommitted, OffsetsDeleted, Record)
 from rill.client.structs import TopicPartition
 
 __all__ = ["fold_legacy", "import_records"]
@@ -55,6 +55,8 @@ def fold_legacy(records: Iterable[Record]) -> dict[str, GroupSnapshot]:
             generations[name] = max(generations.get(name, 0), record.generation)
         elif isinstance(record, OffsetsCommitted) and name in settings:
             offsets[name].update((TopicPartition(t, p), o) for t, p, o in record.offsets)
+        elif isinstance(record, OffsetsDeleted) and name in settings:
+            offsets[name] = {tp: o for tp, o in offsets[name].items() if tp.topic not in record.topics}
     return {name: snapshot_of(s, generations.get(name, 0), offsets.get(name, {})) for name, s in settings.items()}
 
 

@@ -18,7 +18,8 @@ node it creates (``/brokers``, ``/brokers/topics/[topic]`` ...) holds that creat
 Start-up (``start()``) registers synchronously: an id held by another live session is
 an error (``ZkRegistrationError``), after waiting up to one session timeout for a node
 left by a dead session to vanish. Afterwards a single worker thread does every write:
-``topics_changed()`` (called on the broker's event loop) only wakes it, and it also
+``topics_changed()`` (called on the broker's event loop, after a topic is created or
+deleted) only wakes it, and it also
 wakes on every session state change. When it finds the session is not the one it
 registered with (the old one expired), it registers everything again; a node still
 owned by a session that is not ours is deleted only if that session was our own
@@ -28,6 +29,7 @@ the ephemerals at once.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -35,7 +37,7 @@ from collections.abc import Callable, Mapping
 
 import structlog
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError, NotEmptyError
 from kazoo.handlers.threading import KazooTimeoutError
 
 from rill.client.zookeeper.ephemeral import create_or_adopt
@@ -184,13 +186,34 @@ class ZkRegistration:
     def _register_topics(self) -> None:
         session = self._session
         assert session is not None
-        for topic, count in sorted(self.topics().items()):
+        current = self.topics()
+        for topic in sorted(set(self._registered) - set(current)):
+            self._unregister_topic(topic)
+        for topic, count in sorted(current.items()):
             if self._registered.get(topic) == count:
                 continue
             self._extend_partition_map(topic, count)
             self._create_ephemeral(self.topic_path(topic), str(count).encode(), session, startup=False)
             self._registered[topic] = count
             log.info("zookeeper.topic_registered", broker_id=self.broker_id, topic=topic, partitions=count)
+
+    def _unregister_topic(self, topic: str) -> None:
+        """A 0.7-style topic deleted here (Admin DeleteTopic): remove our node of it; once no broker lists the
+        topic, also its parent and its partition map (a broker that holds it and is down appends anew)."""
+        self._registered.pop(topic, None)
+        with contextlib.suppress(NoNodeError):
+            self.zk.delete(self.topic_path(topic))
+        log.info("zookeeper.topic_unregistered", broker_id=self.broker_id, topic=topic)
+        try:
+            if self.zk.get_children(f"{TOPICS_PATH}/{topic}"):
+                return
+            self.zk.delete(f"{TOPICS_PATH}/{topic}")
+            data, stat = self.zk.get(f"{RILL_TOPICS_PATH}/{topic}")
+            parse_partition_map(data)  # never a replicated topic's node
+            self.zk.delete(f"{RILL_TOPICS_PATH}/{topic}", version=stat.version)
+            log.info("zookeeper.partition_map_deleted", topic=topic)
+        except (NoNodeError, NotEmptyError, BadVersionError, ValueError):
+            pass  # another broker holds it (again), or it is gone already
 
     def _create_ephemeral(self, path: str, value: bytes, session: int, *, startup: bool) -> None:
         """Create ``path`` as our ephemeral with ``value``, coping with a node left by another session.

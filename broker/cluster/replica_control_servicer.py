@@ -11,6 +11,8 @@
   the fence's lock, so an admitted epoch is never overtaken by an older one.
 - ``ControlledShutdown`` goes to the local :class:`ShutdownHandler` (the controller)
   when this broker has one; its domain errors become ``ReplicaControlError`` codes.
+- ``LeaveIsr`` (a broker healing corrupt data, replica_healer.py) goes to the local
+  :class:`IsrExitHandler` (the controller, controller_isr_exits.py) the same way.
 
 **Controller side** (:class:`ReplicaControlClient`): one gRPC channel per broker
 address, reused across requests, closed by :meth:`ReplicaControlClient.forget` when
@@ -25,7 +27,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import grpc
 import structlog
@@ -39,7 +41,7 @@ from rill.v1 import replication_pb2 as rpb
 from rill.v1 import replication_pb2_grpc as rpb_grpc
 
 __all__ = [
-    "BrokerNotAvailable", "ControllerEpochFence", "NotController", "ReplicaControlClient", "ReplicaControlServicer",
+    "BrokerNotAvailable", "ControllerEpochFence", "IsrExitHandler", "NotController", "ReplicaControlClient", "ReplicaControlServicer",
     "RoleApplier", "ShutdownHandler", "StaleBrokerEpoch", "brokers_from_request", "brokers_to_proto",
     "registration", "role_to_proto", "roles_from_request",
 ]
@@ -90,6 +92,20 @@ class ShutdownHandler(Protocol):
     def controlled_shutdown(self, broker_id: int, broker_epoch: int | None = None, *,
                             timeout_s: float = 30.0) -> list[tuple[str, int]]:
         """Move leadership off ``broker_id``; returns the partitions (factor > 1) it still leads.
+
+        Raises:
+            NotController, StaleBrokerEpoch, BrokerNotAvailable, TimeoutError.
+        """
+        ...
+
+
+@runtime_checkable
+class IsrExitHandler(Protocol):
+    """The controller's side of LeaveIsr."""
+
+    def leave_isr(self, broker_id: int, broker_epoch: int | None, partitions: Sequence[tuple[str, int]], *,
+                  timeout_s: float = 30.0) -> list[tuple[str, int]]:
+        """Take ``broker_id`` out of the ISRs of ``partitions``; returns those whose ISR still lists it.
 
         Raises:
             NotController, StaleBrokerEpoch, BrokerNotAvailable, TimeoutError.
@@ -199,6 +215,27 @@ class ReplicaControlServicer(rpb_grpc.ReplicaControlServicer):
             error=Error.NONE, remaining=[pb.TopicPartition(topic=t, partition=p) for t, p in remaining])
 
 
+    def LeaveIsr(self, request: rpb.LeaveIsrRequest, context: Any) -> rpb.LeaveIsrResponse:
+        controller = self.controller
+        if not isinstance(controller, IsrExitHandler):
+            return rpb.LeaveIsrResponse(error=Error.NOT_CONTROLLER, controller_id=-1)
+        asked = [(tp.topic, tp.partition) for tp in request.partitions]
+        try:
+            remaining = controller.leave_isr(request.broker_id, request.broker_epoch, asked,
+                                             timeout_s=self.shutdown_timeout_s)
+        except NotController as exc:
+            return rpb.LeaveIsrResponse(error=Error.NOT_CONTROLLER, controller_id=exc.controller_id)
+        except (StaleBrokerEpoch, BrokerNotAvailable, TimeoutError) as exc:
+            log.warning("replica_control.leave_isr_refused", broker_id=request.broker_id,
+                        broker_epoch=request.broker_epoch, error=str(exc) or type(exc).__name__)
+            return rpb.LeaveIsrResponse(error=_SHUTDOWN_CODES[type(exc)], controller_id=-1)
+        except Exception:
+            log.exception("replica_control.leave_isr_failed", broker_id=request.broker_id)
+            return rpb.LeaveIsrResponse(error=Error.UNKNOWN, controller_id=-1)
+        return rpb.LeaveIsrResponse(
+            error=Error.NONE, remaining=[pb.TopicPartition(topic=t, partition=p) for t, p in remaining])
+
+
 _SHUTDOWN_CODES: dict[type[Exception], rpb.ReplicaControlError.Code] = {
     StaleBrokerEpoch: Error.STALE_BROKER_EPOCH,
     BrokerNotAvailable: Error.BROKER_NOT_AVAILABLE,
@@ -263,6 +300,10 @@ class ReplicaControlClient:
                             timeout: float) -> rpb.ControlledShutdownResponse:
         """A stopping broker's request to the controller at ``address``. Raises grpc.RpcError."""
         return self._stub(address).ControlledShutdown(request, timeout=timeout)  # type: ignore[no-any-return]
+
+    def leave_isr(self, address: str, request: rpb.LeaveIsrRequest, timeout: float) -> rpb.LeaveIsrResponse:
+        """A healing broker's request to the controller at ``address``. Raises grpc.RpcError."""
+        return self._stub(address).LeaveIsr(request, timeout=timeout)  # type: ignore[no-any-return]
 
     def forget(self, address: str) -> None:
         """Close the channel to ``address`` (its broker left); a later send opens a new one."""

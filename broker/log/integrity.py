@@ -13,8 +13,9 @@ it knows is corrupt:
   where a valid message starts (or the end of the segment). Reads refuse it with
   InvalidMessage (error code 2) naming the file and position; the scrubber, a read or
   ``rill-broker --verify-logs`` finds it; an operator cuts or quarantines it
-  (repair.py), and with replication a replica will supply the good bytes (the log
-  manager's ``on_corruption`` listeners are that hook).
+  (repair.py), and a replica of a replicated topic fetches the good bytes again from
+  its in-sync peers (the log manager's ``on_corruption`` listeners:
+  broker/replication/replica_healer.py).
 
 Positions are relative to the segment. Thread-safety: the ranges are immutable
 tuples replaced as a whole (copy-on-write), so the event loop reads them without a

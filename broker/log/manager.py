@@ -74,6 +74,7 @@ from rill.broker.log.replica_logs import ReplicaLogs
 from rill.broker.log.retention import apply_retention
 from rill.broker.log.scrubber import Scrubber
 from rill.broker.log.local_topic_creation import TopicCreations
+from rill.broker.log.local_topic_deletion import delete_local_topic
 from rill.client.errors import InvalidTopic, StorageError, UnknownTopic, WrongPartition
 from rill.client.topic_names import is_valid_topic
 
@@ -126,6 +127,8 @@ class LogManager:
                                          max_topic_partitions, opened=self._opened, forget=self._dirty.discard)
         self.on_topic_created: list[Callable[[str, int], object]] = []
         """Called with (topic, partition count) after a new topic is published."""
+        self.on_topic_deleted: list[Callable[[str], object]] = []
+        """Called with the topic after a 0.7-style topic is deleted (:meth:`delete_topic`), on the deleting thread."""
         self.on_corruption: list[Callable[[Log, CorruptRange], object]] = []
         """Called with each corrupt range a read or the scrubber finds (the hook for repair from a replica)."""
         os.makedirs(self.data_dir, exist_ok=True)
@@ -237,6 +240,16 @@ class LogManager:
     def create_topic(self, topic: str, partitions: int, timeout: float | None = None) -> None:
         """Create ``topic`` and wait for it, off the event loop (:meth:`TopicCreations.create`)."""
         self._creations.create(topic, partitions, timeout)
+
+    def delete_topic(self, topic: str) -> int:
+        """Delete the 0.7-style ``topic`` (local_topic_deletion.py); returns its partition count. Not on the loop."""
+        known = topic in self._table.topics
+        try:
+            return delete_local_topic(self._table, self.data_dir, topic, self._dirty.discard)
+        finally:
+            if known and topic not in self._table.topics:  # unpublished, even if a rename failed
+                for listener in self.on_topic_deleted:
+                    listener(topic)
 
     def ensure_topic_async(self, topic: str) -> Future[int]:
         """The partition count of ``topic``, auto-creating it if needed (:meth:`TopicCreations.ensure_async`)."""

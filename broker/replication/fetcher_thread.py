@@ -4,8 +4,9 @@ The loop, while the thread has partitions:
 
 1. Take the partitions that are not backing off (at most as many as one response can
    hold: :data:`DEFAULT_MAX_RESPONSE_SIZE` / ``max_bytes``, rotating so none starves)
-   and, under each ``replica.lock``, read where it stands: leader epoch, log end (the
-   fetch offset: a follower's log is a byte prefix of its leader's) and latest epoch.
+   and, under each ``replica.lock``, make a healing replica's pending cut (heal_cut.py)
+   and read where it stands: leader epoch, log end (the fetch offset: a follower's log
+   is a byte prefix of its leader's) and latest epoch.
 2. Send one REPLICA_FETCH on the thread's one :class:`BrokerConnection` to the leader
    and wait for the answer (the leader holds it up to ``max_wait_ms``).
 3. For each block, under ``replica.lock``, and only if the replica is still this
@@ -39,6 +40,7 @@ from typing import Any, NamedTuple
 import structlog
 
 from rill.broker.replication.fetch_block import BlockOutcome, apply_block
+from rill.broker.replication.heal_cut import make_pending_cut
 from rill.broker.replication.replica import Replica
 from rill.broker.replication.replication_throttle import ReplicationThrottle
 from rill.client.blocking_connection import DEFAULT_MAX_RESPONSE_SIZE, BrokerConnection
@@ -287,6 +289,8 @@ class ReplicaFetcherThread(threading.Thread):
     def _position(self, fetch: _Fetch) -> _Position | None:
         replica = fetch.replica
         with replica.lock:
+            if replica.pending_cut is not None:
+                make_pending_cut(replica, fetch.logger)  # a healing replica: cut before fetching (heal_cut.py)
             failure = replica.log.failed
             if failure is None:
                 return _Position(fetch, replica.leader_epoch, replica.log.end_offset, replica.epochs.latest_epoch(),

@@ -18,6 +18,7 @@ from __future__ import annotations
 import enum
 import threading
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -25,6 +26,9 @@ from rill.broker.log.leader_epochs import LeaderEpochCache
 from rill.broker.log.log import Log
 from rill.broker.log.topic_log_settings import with_topic_settings
 from rill.broker.replication.leader_state import LeaderState
+
+if TYPE_CHECKING:
+    from rill.broker.replication.heal_cut import PendingCut
 
 __all__ = ["PartitionRole", "Replica", "Role"]
 
@@ -73,6 +77,7 @@ class Replica:
         self.leader_state: LeaderState | None = None  # while leading
         self.follower_high_watermark = 0  # while following: min(leader's HW, own log end)
         self.throttled = False  # a follower added by a reassignment and not in the ISR: its fetches are throttled
+        self.pending_cut: PendingCut | None = None  # a corrupt range to cut before the next fetch (heal_cut.py)
 
     @property
     def topic(self) -> str:

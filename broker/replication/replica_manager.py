@@ -6,8 +6,8 @@ makes this broker the leader of some replicas (recording where its epoch begins,
 tracking its followers in a :class:`~rill.broker.replication.leader_state.LeaderState`)
 and a follower of others (handing them to the replica fetchers, which copy the
 leader's bytes; a follower a reassignment adds is marked ``throttled`` until the ISR
-lists it), and stops and deletes the replicas a reassignment moved away
-(replica_removal.py). For the data plane it answers three questions:
+lists it), and stops and deletes the replicas a reassignment moved away or whose topic
+is deleted (replica_removal.py). For the data plane it answers three questions:
 
 - :meth:`leader` -- may this partition be written or read here? Only on its leader:
   anything else is :class:`~rill.client.errors.NotLeaderForPartition` with nothing done.
@@ -47,7 +47,7 @@ from rill.client.errors import BrokerError, ErrorCode, NotLeaderForPartition
 from rill.client.protocol import requests as rq
 from rill.client.structs import Address
 from rill.client.zookeeper.registry import RegistryView
-from rill.client.zookeeper.replica_layout import PartitionState
+from rill.client.zookeeper.replica_layout import LEADER_DURING_DELETE, PartitionState
 
 __all__ = ["FollowerFetching", "ReplicaManager", "ReplicaStore"]
 
@@ -98,6 +98,10 @@ class ReplicaManager:
         """Called on the loop with (topic, partition) when a leader's high watermark moves."""
         self.on_role_change: list[Callable[[str, int], object]] = []
         """Called on the loop with (topic, partition) after its role changed (parked fetches answer)."""
+        self.on_topics_deleted: list[Callable[[list[str]], object]] = []
+        """Called on the loop with the topics a LeaderAndIsr deletes (their committed offsets go)."""
+        self.on_partitions_added: list[Callable[[], object]] = []
+        """Called on the loop after a LeaderAndIsr named a replicated partition not known before (groups rebalance)."""
         self._committed: dict[Key, FlushWaiters] = {}
         self._stopping = False  # in a controlled shutdown: follow no leader any more
         self.registry: RegistryView | None = None
@@ -146,14 +150,19 @@ class ReplicaManager:
 
         self.loop.call_soon_threadsafe(apply)
         result = done.result(timeout=APPLY_TIMEOUT_S)
-        delete_replicas(self.store, [r for r in leaving if self.replicas.get((r.topic, r.partition)) is not r])
-        return result
+        failed = delete_replicas(self.store, [r for r in leaving if self.replicas.get((r.topic, r.partition)) is not r])
+        return {**result, **{key: int(ErrorCode.STORAGE_ERROR) for key in failed}}
 
     def _apply(self, controller_epoch: int, roles: Sequence[PartitionRole], brokers: Sequence[rq.BrokerInfo],
                codes: dict[Key, int]) -> dict[Key, int]:
         self.controller_epoch = max(self.controller_epoch, controller_epoch)
         self.brokers.update({b.broker_id: b for b in brokers})
-        self._learn_leaders(roles)
+        if self._learn_leaders(roles):
+            for added in self.on_partitions_added:
+                added()
+        deleted = sorted({r.topic for r in roles if r.leader == LEADER_DURING_DELETE})
+        for forget in self.on_topics_deleted if deleted else ():
+            forget(deleted)
         for key, log_ in self.store.replicas().items():
             if key not in self.replicas:
                 self.replicas[key] = Replica(log_, self.broker_id)
@@ -311,13 +320,21 @@ class ReplicaManager:
         state = replica.leader_state
         return state.in_sync_count() if state is not None else 0
 
-    def _learn_leaders(self, roles: Sequence[PartitionRole]) -> None:
-        """Keep every described partition's leader for METADATA (copy-on-write: other threads read it)."""
+    def _learn_leaders(self, roles: Sequence[PartitionRole]) -> bool:
+        """Keep every described partition's leader for METADATA (copy-on-write: other threads read it), forgetting
+        those of a topic being deleted (leader LEADER_DURING_DELETE); True when a partition is new here."""
         changed: dict[str, dict[int, int]] = {}
+        grew = False
         for role in roles:
-            changed.setdefault(role.topic, dict(self.partition_leaders.get(role.topic, {})))[role.partition] = role.leader
+            leaders = changed.setdefault(role.topic, dict(self.partition_leaders.get(role.topic, {})))
+            if role.leader == LEADER_DURING_DELETE:
+                leaders.pop(role.partition, None)
+                continue
+            grew = grew or role.partition not in leaders
+            leaders[role.partition] = role.leader
         if changed:
-            self.partition_leaders = {**self.partition_leaders, **changed}
+            self.partition_leaders = {t: p for t, p in {**self.partition_leaders, **changed}.items() if p}
+        return grew
 
     def placement(self, topic: str) -> tuple[int, ...] | None:
         """The leader of each partition of a replicated topic (-1: none known or offline), or None. Any thread."""

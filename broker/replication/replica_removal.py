@@ -1,4 +1,4 @@
-"""Replicas moved away by a reassignment: which ones, and deleting their logs.
+"""Replicas moved away by a reassignment, or of a deleted topic: which ones, and deleting their logs.
 
 When a reassignment completes, the controller sends every broker the partition's role
 with its new replicas (reassignment.py). A broker that holds a replica the role no
@@ -7,6 +7,12 @@ its log. The same holds for a broker that was down at the time: the full LeaderA
 gets on returning lists the partition without it. A replica is never deleted for being
 absent from a request, only for a role that names its partition without it: a
 controller that failed to read a topic must not make brokers delete it.
+
+A topic being deleted (topic_deletion.py) takes the same path, as Kafka's
+StopReplica(delete=true): the controller sends each of its partitions with no replicas
+and leader ``LEADER_DURING_DELETE`` (-2), so every broker holding a replica stops and
+deletes it, and every broker forgets the partitions from its metadata. A replica that
+could not be deleted is answered ``STORAGE_ERROR`` and the controller asks again.
 
 Deleting is Kafka's two steps: the log is closed and its directory renamed to
 ``<topic>-<partition>.<ms>.deleted`` at once (``LogManager.delete_replica``: it is gone
@@ -52,19 +58,26 @@ def leaving_replicas(held: Mapping[tuple[str, int], Replica], broker_id: int,
     return out
 
 
-def delete_replicas(store: ReplicaDeleter, replicas: Iterable[Replica]) -> None:
-    """Delete each replica's log: set aside now, its files removed in the background. Never raises (logs)."""
+def delete_replicas(store: ReplicaDeleter, replicas: Iterable[Replica]) -> list[tuple[str, int]]:
+    """Delete each replica's log: set aside now, its files removed in the background. Never raises (logs).
+
+    Returns:
+        The (topic, partition) of each replica that could not be set aside ([] when all were).
+    """
+    failed = []
     for replica in replicas:
         directory = replica.log.directory
         try:
             store.delete_replica(replica.topic, replica.partition)
         except BrokerError as exc:
             log.error("replica.delete_failed", topic=replica.topic, partition=replica.partition, error=str(exc))
+            failed.append((replica.topic, replica.partition))
             continue
         aside = sorted(glob.glob(f"{glob.escape(directory)}.*.deleted"))
         if aside:
             threading.Thread(target=_remove_files, args=(replica.topic, replica.partition, aside),
                              name="rill-replica-delete", daemon=True).start()
+    return failed
 
 
 def _remove_files(topic: str, partition: int, directories: list[str]) -> None:

@@ -1,4 +1,4 @@
-"""``rill topics list|create|describe|alter|elect-leaders|reassign``.
+"""``rill topics list|create|describe|alter|delete|elect-leaders|reassign``.
 
 ``create`` without ``--replication-factor`` (or with 1) makes a Kafka 0.7-style topic on
 the ``--broker`` it names, over the data plane, as it always has. A larger factor (or
@@ -15,7 +15,8 @@ their replicas, and nothing at all when there are none (as kafka-topics.sh
 (``min.insync.replicas=3``...), a last CONFIGS column gives each row its topic's, as
 ``key=value,key=value`` (``-``: none); without any, the output is as before.
 
-``alter`` changes a replicated topic's settings (``topic_config``); ``elect-leaders`` is
+``alter`` changes a replicated topic's settings or adds partitions to it (``topics_alter``); ``delete``
+deletes a topic (``topics_delete``); ``elect-leaders`` is
 preferred leader election (``preferred_leaders``); ``reassign`` moves partitions to other
 brokers (``topics_reassign``).
 """
@@ -23,23 +24,22 @@ brokers (``topics_reassign``).
 from __future__ import annotations
 
 import argparse
-import time
 from collections.abc import Sequence
 
-from rill.client.cli.common import CliError, add_broker_arguments, info, positive_float, positive_int, topic_name
+from rill.client.cli.common import CliError, add_broker_arguments, positive_float, positive_int, topic_name
 from rill.client.cli.groups import add_grpc_arguments
+from rill.client.cli.leader_wait import wait_for_leaders
 from rill.client.cli.preferred_leaders import add_elect_leaders
 from rill.client.cli.topics_alter import add_alter, config_entry, configs_text
+from rill.client.cli.topics_delete import add_delete
 from rill.client.cli.topics_reassign import add_reassign
 from rill.client.grpc_client import AdminClient, error_name
-from rill.client.protocol import requests as rq
 from rill.client.simple import SimpleConsumer
 from rill.v1 import admin_pb2 as apb
 
 HEADER = "TOPIC\tPARTITION\tSTART\tEND\tBYTES\tLEADER"
 REPLICATED_HEADER = "\tREPLICAS\tISR\tLEADER_EPOCH"
 CONFIGS_HEADER = "\tCONFIGS"
-WAIT_POLL_S = 0.2
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -59,6 +59,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
                           help="only partitions whose ISR is smaller than their replicas (no output: none)")
     describe.set_defaults(run=run_describe)
     add_alter(actions)
+    add_delete(actions)
     add_elect_leaders(actions)
     add_reassign(actions)
 
@@ -148,28 +149,6 @@ def grpc_address(broker: tuple[str, int], timeout: float) -> str:
     if not served:
         raise CliError(f"the broker at {host}:{port} names no gRPC port: give --grpc HOST:PORT")
     return f"{served[0].host}:{served[0].grpc_port}"
-
-
-def wait_for_leaders(client: AdminClient, topic: str, wait_s: float) -> None:
-    """Describe ``topic`` until every partition has a leader that serves it (answers its offsets: it has
-    heard from the controller); progress on stderr; CliError after ``wait_s``."""
-    deadline = time.monotonic() + wait_s
-    reported = -1
-    while True:
-        described = client.describe_topics([topic]).topics
-        partitions = list(described[0].partitions) if described and not described[0].error_code else []
-        leaderless = [p.partition for p in partitions if p.leader == rq.NO_LEADER or p.end_offset < 0]
-        if partitions and not leaderless:
-            info(f"Every partition of {topic} has a leader.")
-            return
-        led = len(partitions) - len(leaderless)
-        if led != reported:
-            info(f"Waiting for leaders: {led} of {len(partitions)} partitions have one.")
-            reported = led
-        if time.monotonic() >= deadline:
-            raise CliError(f"topic {topic} was created, but after {wait_s:g} s partitions {leaderless} still have "
-                           "no leader (is every broker's controller connected to ZooKeeper?)")
-        time.sleep(WAIT_POLL_S)
 
 
 def run_describe(args: argparse.Namespace) -> int:

@@ -14,6 +14,8 @@ Kafka 0.8+'s layout (ZkData.scala), kept under ``/rill`` beside the 0.7 nodes::
         7
     /rill/admin/replication_throttle              persistent (written by the controller)
         {"version":1,"bytes_per_second":50000000}
+    /rill/admin/delete_topics/[topic]             persistent, empty (Kafka's /admin/delete_topics/[topic]):
+        the topic is marked for deletion; the controller removes it with the topic's nodes
 
 A topic node holds either a Kafka-0.7-style partition map (``{"partitions": ...}``,
 ``rill.client.zookeeper.registry``) or a replicated topic's assignment, never both;
@@ -51,18 +53,22 @@ from rill.client.topic_names import validate_topic
 from rill.client.zookeeper.registry import RILL_TOPICS_PATH, is_replicated_topic_value
 
 __all__ = [
-    "CONTROLLER_EPOCH_PATH", "CONTROLLER_PATH", "MAX_PARTITIONS", "NO_LEADER", "RILL_TOPICS_PATH", "THROTTLE_PATH",
+    "CONTROLLER_EPOCH_PATH", "CONTROLLER_PATH", "DELETE_TOPICS_PATH", "LEADER_DURING_DELETE", "MAX_PARTITIONS",
+    "NO_LEADER", "RILL_TOPICS_PATH", "THROTTLE_PATH",
     "ControllerInfo", "PartitionState", "TopicReplicas", "decode_controller_epoch", "decode_throttle",
     "encode_controller_epoch", "encode_throttle",
-    "is_replicated_topic_value", "partition_path", "partitions_path", "state_path", "topic_path",
+    "delete_marker_path", "is_replicated_topic_value", "partition_path", "partitions_path", "state_path",
+    "topic_path",
 ]
 
 CONTROLLER_PATH = "/rill/controller"
 CONTROLLER_EPOCH_PATH = "/rill/controller_epoch"
 THROTTLE_PATH = "/rill/admin/replication_throttle"
+DELETE_TOPICS_PATH = "/rill/admin/delete_topics"
 THROTTLE_VERSION = 1
 MAX_PARTITIONS = 10_000
 NO_LEADER = -1
+LEADER_DURING_DELETE = -2  # a LeaderAndIsr entry's leader while its topic is deleted (Kafka's LeaderDuringDelete)
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 TOPIC_VERSION = 2
@@ -92,6 +98,11 @@ def partition_path(topic: str, partition: int) -> str:
     if type(partition) is not int or not 0 <= partition < MAX_PARTITIONS:
         raise ValueError(f"partition {partition!r} is outside 0..{MAX_PARTITIONS - 1}")
     return f"{partitions_path(topic)}/{partition}"
+
+
+def delete_marker_path(topic: str) -> str:
+    """``/rill/admin/delete_topics/[topic]``. Raises InvalidTopic as :func:`topic_path`."""
+    return f"{DELETE_TOPICS_PATH}/{validate_topic(topic)}"
 
 
 def state_path(topic: str, partition: int) -> str:

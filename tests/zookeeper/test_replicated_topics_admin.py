@@ -122,8 +122,8 @@ def test_factor_above_live_brokers_and_taken_names_are_refused(cluster: dict[int
         assert refused.error_code == pb.INVALID_REPLICATION_FACTOR
         assert refused.error_message == "replication factor 4 larger than available brokers 3"
         assert read_topic(zk, TOPIC) is None and not zk.exists(f"/rill/topics/{TOPIC}")
-        bad_config = admin.create_topic(TOPIC, 3, replication_factor=3, config={"retention.ms": "1"})
-        assert bad_config.error_code == pb.INVALID_CONFIG and "retention.ms" in bad_config.error_message
+        bad_config = admin.create_topic(TOPIC, 3, replication_factor=3, config={"retention.hours": "1"})
+        assert bad_config.error_code == pb.INVALID_CONFIG and "retention.hours" in bad_config.error_message
         assert admin.create_topic(TOPIC, 3, replication_factor=3).error_code == pb.NONE
         again = admin.create_topic(TOPIC, 3, replication_factor=2)
     assert again.error_code == pb.TOPIC_ALREADY_EXISTS and TOPIC in again.error_message

@@ -379,3 +379,53 @@ class AlterReplicationThrottleResponse(_message.Message):
     controller: _coordinator_pb2.Broker
     previous: int
     def __init__(self, error_code: _Optional[_Union[_coordinator_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., controller: _Optional[_Union[_coordinator_pb2.Broker, _Mapping]] = ..., previous: _Optional[int] = ...) -> None: ...
+
+class DeleteTopicRequest(_message.Message):
+    __slots__ = ("topic", "timeout_ms")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    timeout_ms: int
+    def __init__(self, topic: _Optional[str] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class DeleteTopicResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "replicated", "partitions")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    REPLICATED_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    error_code: _coordinator_pb2.ErrorCode
+    error_message: str
+    replicated: bool
+    partitions: int
+    def __init__(self, error_code: _Optional[_Union[_coordinator_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., replicated: _Optional[bool] = ..., partitions: _Optional[int] = ...) -> None: ...
+
+class CreatePartitionsRequest(_message.Message):
+    __slots__ = ("topic", "count", "timeout_ms")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    count: int
+    timeout_ms: int
+    def __init__(self, topic: _Optional[str] = ..., count: _Optional[int] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class NewPartition(_message.Message):
+    __slots__ = ("partition", "replicas")
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    partition: int
+    replicas: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, partition: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class CreatePartitionsResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "controller", "partitions")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    error_code: _coordinator_pb2.ErrorCode
+    error_message: str
+    controller: _coordinator_pb2.Broker
+    partitions: _containers.RepeatedCompositeFieldContainer[NewPartition]
+    def __init__(self, error_code: _Optional[_Union[_coordinator_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., controller: _Optional[_Union[_coordinator_pb2.Broker, _Mapping]] = ..., partitions: _Optional[_Iterable[_Union[NewPartition, _Mapping]]] = ...) -> None: ...

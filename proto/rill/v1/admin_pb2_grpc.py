@@ -84,6 +84,16 @@ class AdminStub:
                 request_serializer=rill_dot_v1_dot_admin__pb2.AlterReplicationThrottleRequest.SerializeToString,
                 response_deserializer=rill_dot_v1_dot_admin__pb2.AlterReplicationThrottleResponse.FromString,
                 _registered_method=True)
+        self.DeleteTopic = channel.unary_unary(
+                '/rill.v1.Admin/DeleteTopic',
+                request_serializer=rill_dot_v1_dot_admin__pb2.DeleteTopicRequest.SerializeToString,
+                response_deserializer=rill_dot_v1_dot_admin__pb2.DeleteTopicResponse.FromString,
+                _registered_method=True)
+        self.CreatePartitions = channel.unary_unary(
+                '/rill.v1.Admin/CreatePartitions',
+                request_serializer=rill_dot_v1_dot_admin__pb2.CreatePartitionsRequest.SerializeToString,
+                response_deserializer=rill_dot_v1_dot_admin__pb2.CreatePartitionsResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServicer:
@@ -167,6 +177,26 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DeleteTopic(self, request, context):
+        """Delete a topic (Kafka's DeleteTopics). A replicated topic: any broker marks it for deletion in
+        ZooKeeper (/rill/admin/delete_topics/[topic]); the controller tells every broker to stop and delete
+        its replicas, and removes the topic's nodes once every replica is deleted (a broker that is down
+        holds the deletion until it returns). The answer waits for that, up to timeout_ms. A Kafka
+        0.7-style topic: the broker asked deletes its own partitions of it (each broker holds its own).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreatePartitions(self, request, context):
+        """Add partitions to a replicated topic (Kafka's CreatePartitions): never fewer. The new partitions'
+        replicas are spread over the live brokers by the creation's rule. Only the controller answers;
+        another broker answers NOT_CONTROLLER.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -219,6 +249,16 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.AlterReplicationThrottle,
                     request_deserializer=rill_dot_v1_dot_admin__pb2.AlterReplicationThrottleRequest.FromString,
                     response_serializer=rill_dot_v1_dot_admin__pb2.AlterReplicationThrottleResponse.SerializeToString,
+            ),
+            'DeleteTopic': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteTopic,
+                    request_deserializer=rill_dot_v1_dot_admin__pb2.DeleteTopicRequest.FromString,
+                    response_serializer=rill_dot_v1_dot_admin__pb2.DeleteTopicResponse.SerializeToString,
+            ),
+            'CreatePartitions': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreatePartitions,
+                    request_deserializer=rill_dot_v1_dot_admin__pb2.CreatePartitionsRequest.FromString,
+                    response_serializer=rill_dot_v1_dot_admin__pb2.CreatePartitionsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -491,6 +531,60 @@ class Admin:
             '/rill.v1.Admin/AlterReplicationThrottle',
             rill_dot_v1_dot_admin__pb2.AlterReplicationThrottleRequest.SerializeToString,
             rill_dot_v1_dot_admin__pb2.AlterReplicationThrottleResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteTopic(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rill.v1.Admin/DeleteTopic',
+            rill_dot_v1_dot_admin__pb2.DeleteTopicRequest.SerializeToString,
+            rill_dot_v1_dot_admin__pb2.DeleteTopicResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreatePartitions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rill.v1.Admin/CreatePartitions',
+            rill_dot_v1_dot_admin__pb2.CreatePartitionsRequest.SerializeToString,
+            rill_dot_v1_dot_admin__pb2.CreatePartitionsResponse.FromString,
             options,
             channel_credentials,
             insecure,

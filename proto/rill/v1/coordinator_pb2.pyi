@@ -40,6 +40,8 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ELECTION_NOT_NEEDED: _ClassVar[ErrorCode]
     PREFERRED_LEADER_NOT_AVAILABLE: _ClassVar[ErrorCode]
     REQUEST_TIMED_OUT: _ClassVar[ErrorCode]
+    REASSIGNMENT_IN_PROGRESS: _ClassVar[ErrorCode]
+    TOPIC_DELETION_DISABLED: _ClassVar[ErrorCode]
 
 class RewindTarget(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -78,6 +80,8 @@ NOT_CONTROLLER: ErrorCode
 ELECTION_NOT_NEEDED: ErrorCode
 PREFERRED_LEADER_NOT_AVAILABLE: ErrorCode
 REQUEST_TIMED_OUT: ErrorCode
+REASSIGNMENT_IN_PROGRESS: ErrorCode
+TOPIC_DELETION_DISABLED: ErrorCode
 OFFSET: RewindTarget
 EARLIEST: RewindTarget
 LATEST: RewindTarget

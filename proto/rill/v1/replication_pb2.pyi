@@ -112,3 +112,23 @@ class ControlledShutdownResponse(_message.Message):
     remaining: _containers.RepeatedCompositeFieldContainer[_coordinator_pb2.TopicPartition]
     controller_id: int
     def __init__(self, error: _Optional[_Union[ReplicaControlError.Code, str]] = ..., remaining: _Optional[_Iterable[_Union[_coordinator_pb2.TopicPartition, _Mapping]]] = ..., controller_id: _Optional[int] = ...) -> None: ...
+
+class LeaveIsrRequest(_message.Message):
+    __slots__ = ("broker_id", "broker_epoch", "partitions")
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    BROKER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    broker_id: int
+    broker_epoch: int
+    partitions: _containers.RepeatedCompositeFieldContainer[_coordinator_pb2.TopicPartition]
+    def __init__(self, broker_id: _Optional[int] = ..., broker_epoch: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[_coordinator_pb2.TopicPartition, _Mapping]]] = ...) -> None: ...
+
+class LeaveIsrResponse(_message.Message):
+    __slots__ = ("error", "remaining", "controller_id")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    REMAINING_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
+    error: ReplicaControlError.Code
+    remaining: _containers.RepeatedCompositeFieldContainer[_coordinator_pb2.TopicPartition]
+    controller_id: int
+    def __init__(self, error: _Optional[_Union[ReplicaControlError.Code, str]] = ..., remaining: _Optional[_Iterable[_Union[_coordinator_pb2.TopicPartition, _Mapping]]] = ..., controller_id: _Optional[int] = ...) -> None: ...

@@ -44,6 +44,11 @@ class ReplicaControlStub:
                 request_serializer=rill_dot_v1_dot_replication__pb2.ControlledShutdownRequest.SerializeToString,
                 response_deserializer=rill_dot_v1_dot_replication__pb2.ControlledShutdownResponse.FromString,
                 _registered_method=True)
+        self.LeaveIsr = channel.unary_unary(
+                '/rill.v1.ReplicaControl/LeaveIsr',
+                request_serializer=rill_dot_v1_dot_replication__pb2.LeaveIsrRequest.SerializeToString,
+                response_deserializer=rill_dot_v1_dot_replication__pb2.LeaveIsrResponse.FromString,
+                _registered_method=True)
 
 
 class ReplicaControlServicer:
@@ -63,6 +68,14 @@ class ReplicaControlServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def LeaveIsr(self, request, context):
+        """Broker -> controller: my copy of these partitions is damaged (corrupt on disk): take me out of
+        their ISRs, electing another in-sync leader where I lead; answers those I could not leave.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ReplicaControlServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -75,6 +88,11 @@ def add_ReplicaControlServicer_to_server(servicer, server):
                     servicer.ControlledShutdown,
                     request_deserializer=rill_dot_v1_dot_replication__pb2.ControlledShutdownRequest.FromString,
                     response_serializer=rill_dot_v1_dot_replication__pb2.ControlledShutdownResponse.SerializeToString,
+            ),
+            'LeaveIsr': grpc.unary_unary_rpc_method_handler(
+                    servicer.LeaveIsr,
+                    request_deserializer=rill_dot_v1_dot_replication__pb2.LeaveIsrRequest.FromString,
+                    response_serializer=rill_dot_v1_dot_replication__pb2.LeaveIsrResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -131,6 +149,33 @@ class ReplicaControl:
             '/rill.v1.ReplicaControl/ControlledShutdown',
             rill_dot_v1_dot_replication__pb2.ControlledShutdownRequest.SerializeToString,
             rill_dot_v1_dot_replication__pb2.ControlledShutdownResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LeaveIsr(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rill.v1.ReplicaControl/LeaveIsr',
+            rill_dot_v1_dot_replication__pb2.LeaveIsrRequest.SerializeToString,
+            rill_dot_v1_dot_replication__pb2.LeaveIsrResponse.FromString,
             options,
             channel_credentials,
             insecure,
