@@ -72,6 +72,7 @@ def pytest_configure(config: pytest.Config) -> None:
     """Keep structlog quiet in tests (events still reach structlog.testing.capture_logs)."""
     import structlog
 
+    structlog.reset_defaults()  # importing rill.client routed events to `logging`; tests capture them instead
     structlog.configure(logger_factory=structlog.ReturnLoggerFactory())
 
 
