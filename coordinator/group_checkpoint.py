@@ -1,10 +1,11 @@
-"""Group checkpoints: a group's state as another broker needs it to take the group over.
+"""Group checkpoints in ZooKeeper, as versions before the groups topic wrote them; read to upgrade.
 
-In a cluster the coordinator of a group writes, at most once per
-``offsets.checkpoint.interval.ms`` while the group changes, a checkpoint of it to
-ZooKeeper (rill.broker.cluster.group_placement does the I/O); a broker that becomes the
-group's coordinator loads it. This module is the pure part: the format, and the
-rules that decide between a broker's own local state and a checkpoint.
+Before group state moved to the replicated topic ``__rill_groups``, the coordinator of a
+group wrote, at most once per ``offsets.checkpoint.interval.ms`` while the group changed, a
+checkpoint of it to ZooKeeper, and a broker that became the group's coordinator loaded it.
+Nothing writes them any more: the first leader of each (empty) groups topic partition
+imports them once (rill.broker.cluster.group_import). This module is the pure part: the
+format, and the rules that decide between a broker's own local state and a checkpoint.
 
 Format (JSON, one node per group)::
 
@@ -26,20 +27,20 @@ Format (JSON, one node per group)::
   clean shutdown) and wrote its final state: a successor need not wait for it.
 - ``deleted``: a tombstone; the group was deleted (settings and offsets are empty).
 
-Which state wins when a broker becomes a group's coordinator (:func:`decide`):
-every broker that loads a checkpoint writes its own claim at once (it becomes the
-writer), so a checkpoint written by *another* instance is newer than anything this
-broker has locally (someone coordinated the group after this broker last wrote),
-and one written by *this* instance is not newer than its local state (which only
-moved forward from what it wrote). Hence: load the checkpoint unless this instance
-wrote it and still has the group locally.
+Which state wins when an upgrading broker imports a group (:func:`decide`): every
+broker that loaded a checkpoint wrote its own claim at once (it became the writer), so
+a checkpoint written by *another* instance is newer than anything this broker has
+locally (someone coordinated the group after this broker last wrote), and one written
+by *this* instance is not newer than its local state (which only moved forward from
+what it wrote). Hence: load the checkpoint unless this instance wrote it and still has
+the group locally.
 """
 
 from __future__ import annotations
 
 import enum
 import json
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -159,29 +160,9 @@ def load_records(snap: GroupSnapshot) -> list[Record]:
     return records
 
 
-def must_wait(checkpoint: Checkpoint | None, me: Writer, live: Collection[int]) -> bool:
-    """Should the new coordinator wait for the writer to release the group before taking it?
-
-    Yes while the checkpoint was written by another broker that is still alive and has
-    not released it: that broker still serves the group until its view of the cluster
-    catches up, and its release carries the commits since its last checkpoint.
-    """
-    if checkpoint is None or checkpoint.released or checkpoint.deleted:
-        return False
-    writer = checkpoint.writer
-    return writer.broker_id != me.broker_id and writer.broker_id in live
-
-
-def claim(group: str, snap: GroupSnapshot | None, previous: Checkpoint | None, me: Writer, now_ms: int,
-          released: bool = False) -> Checkpoint:
-    """The checkpoint this instance writes next for ``group`` (``snap`` None: a tombstone)."""
-    seq = (previous.seq if previous is not None else 0) + 1
-    return Checkpoint(group, me, seq, snap, released, now_ms)
-
-
 def snapshot_of(settings: GroupCreated, generation: int, offsets: Mapping[TopicPartition, int]) -> GroupSnapshot:
     return GroupSnapshot(settings, generation, tuple((t, p, o) for (t, p), o in sorted(offsets.items())))
 
 
-__all__ = ["Checkpoint", "Decision", "GroupSnapshot", "Takeover", "Writer", "claim", "decide", "decode", "encode",
-           "load_records", "must_wait", "snapshot_of"]
+__all__ = ["Checkpoint", "Decision", "GroupSnapshot", "Takeover", "Writer", "decide", "decode", "encode",
+           "load_records", "snapshot_of"]

@@ -1,6 +1,6 @@
 """Groups in a cluster, as the gRPC servicer sees them: who coordinates what, and forwarding.
 
-In a cluster (rill.broker.cluster.group_placement) each group has one coordinator broker. The
+In a cluster (rill.broker.cluster.group_log_placement) each group has one coordinator broker. The
 servicer asks a :class:`Router` whether this broker coordinates a group; if not, the
 group RPCs answer NOT_COORDINATOR (the consumer asks ListGroups where to go), except:
 

@@ -38,7 +38,9 @@ class BrokerProcess:
     def start(self, timeout: float = 30.0) -> BrokerProcess:
         self.log_file = open(self.log_path, "wb")
         cmd = [*self.prefix, sys.executable, "-m", "rill.broker.main", "--data-dir", str(self.data_dir), "--port", "0",
-               "--grpc-port", "0", "--host", self.host, "--log-format", "json", *grpc_server_default(), *self.extra]
+               "--grpc-port", "0", "--host", self.host, "--log-format", "json", *grpc_server_default(),
+               # a small groups topic keeps test clusters light (50 partitions x 3 replicas otherwise); --set wins
+               "--set", "offsets.topic.num.partitions=3", *self.extra]
         limit = self.fd_limit
         preexec = (lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))) if limit else None
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.log_file, preexec_fn=preexec)

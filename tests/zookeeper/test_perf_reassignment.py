@@ -16,6 +16,7 @@ def test_reassignment_moves_the_partition_under_the_throttle_and_reports_latenci
     """2 MB at 1 MB/s: the move takes over a second and a half, onto the broker that had no replica, and the
     probe has latencies before and during it."""
     assert main(["perf", "reassignment", "--zookeeper", zk_connect, "--dir", str(tmp_path), "--bytes", "2000000",
+                 "--set", "offsets.topic.num.partitions=1",
                  "--throttle", "1000000", "--before-seconds", "1", "--rate", "50", "--json", "-q"]) == 0
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert result["move_seconds"] >= 1.5

@@ -18,7 +18,8 @@ from rill.client.cli.perf.replication import behind_ms, log_end
 
 
 def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, object]:
-    assert main(["perf", *argv, "--json", "-q"]) == 0
+    # one __rill_groups partition keeps the test clusters light (a cluster's default is 50 x 3 replicas)
+    assert main(["perf", *argv, "--set", "offsets.topic.num.partitions=1", "--json", "-q"]) == 0
     return dict(json.loads(capsys.readouterr().out.strip().splitlines()[-1]))
 
 

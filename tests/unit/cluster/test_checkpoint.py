@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rill.coordinator import group_checkpoint
-from rill.coordinator.group_checkpoint import Checkpoint, Decision, GroupSnapshot, Writer, claim, decide, must_wait
+from rill.coordinator.group_checkpoint import Checkpoint, Decision, GroupSnapshot, Writer, decide
 from rill.coordinator.records import GroupCreated, GroupReleased
 from rill.v1 import coordinator_pb2 as pb
 from tests.unit.coordinator.harness import Harness
@@ -74,17 +74,3 @@ def test_load_rebuilds_settings_generation_and_offsets() -> None:
     listing = h.coord.list_groups(pb.ListGroupsRequest(consumer_groups=["g"]))[0]
     assert (listing.groups_info[0].generation, listing.groups_info[0].session_timeout) == (5, 10_000)
 
-
-def test_wait_only_for_a_live_writer_that_did_not_release() -> None:
-    """The new coordinator waits for the previous one only while it is alive and has not released the group."""
-    assert must_wait(cp(OTHER, OLD), ME, live={1, 2})
-    assert not must_wait(cp(OTHER, OLD), ME, live={1})
-    assert not must_wait(cp(OTHER, OLD, released=True), ME, live={1, 2})
-    assert not must_wait(cp(ME, OLD), ME, live={1, 2})
-    assert not must_wait(None, ME, live={1, 2})
-
-
-def test_claim_increments_the_sequence() -> None:
-    """Each write's sequence is one more than the checkpoint it replaces, whoever wrote that."""
-    assert claim("g", NEW, cp(OTHER, OLD, seq=7), ME, 5).seq == 8
-    assert claim("g", NEW, None, ME, 5).seq == 1
