@@ -431,7 +431,10 @@ class Controller(ControllerReassignments, ControllerDeletions, ControllerPartiti
         written = time.monotonic()
         self._send(ctx, ctx.live, ctx.roles(changed), full=False)
         log_elections(self.log, "controlled_shutdown", ctx, [broker_id], keys, changed, lost, started, written)
-        return ctx.led_by(broker_id, min_factor=2)
+        # still led here, and another replica is live to take it (one rejoining the ISR, on a retry); a partition
+        # with no other live replica cannot move, and retrying would only delay the stop (the last broker of a cluster)
+        return [key for key in ctx.led_by(broker_id, min_factor=2)
+                if any(r != broker_id and r in live and r not in stopping for r in ctx.replicas(key))]
 
     def _preferred(self, requested: Requested, reason: str) -> list[ElectionResult]:
         ctx, started = self._active(), time.monotonic()

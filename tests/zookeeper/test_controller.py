@@ -195,6 +195,25 @@ def test_controlled_shutdown_moves_leadership(zk_connect: str, zk: KazooClient,
         node.close()
 
 
+def test_controlled_shutdown_does_not_wait_for_partitions_no_other_live_replica_can_take(
+        zk_connect: str, zk: KazooClient, brokers: dict[int, FakeBroker]) -> None:
+    """The last live replica of a partition cannot hand it over: ControlledShutdown reports it not remaining, so the
+    broker stops at once instead of retrying (the last broker of a cluster stopped in 10 s before)."""
+    create_topic(zk, "stranded", 2, 2, None, [1, 4], rng=random.Random(0))  # broker 4 is not live
+    node = ControllerNode(zk_connect, 2).start()
+    server, stub = shutdown_server(node.controller)
+    try:
+        wait_for(lambda: active(node) and all(s.leader == 1 for s in states(zk, "stranded").values()),
+                 what="broker 1 leading both partitions")
+        request = rpb.ControlledShutdownRequest(broker_id=1, broker_epoch=read_broker_epoch(zk, 1) or 0)
+        answer = stub.ControlledShutdown(request, timeout=10)
+        assert answer.error == rpb.ReplicaControlError.NONE and list(answer.remaining) == []
+        assert all(s.leader == 1 for s in states(zk, "stranded").values())  # nobody else could take them
+    finally:
+        server.stop(0)
+        node.close()
+
+
 def test_create_topic_spreads_leaders_and_refuses_bad_factors(zk: KazooClient) -> None:
     """create_topic gives each live broker an equal share of leaders and refuses a factor above the live brokers,
     an existing topic and too many partitions."""
