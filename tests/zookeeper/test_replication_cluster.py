@@ -41,7 +41,10 @@ def cluster(tmp_path: Path, zk_connect: str) -> Iterator[dict[int, RunningBroker
         brokers = {i: stack.enter_context(running_broker(
             tmp_path / f"data-{i}", broker_id=i, zookeeper_connect=zk_connect, zookeeper_session_timeout_ms=4000,
             replica_fetch_wait_max_ms=200, replica_fetch_backoff_ms=100, controlled_shutdown_retry_backoff_ms=200,
-            replica_lag_time_max_ms=3000)) for i in (1, 2, 3)}
+            replica_lag_time_max_ms=3000,
+            # groups survive a broker's stop (factor 1 put every group on the first broker: when the test stopped
+            # it, a consumer group had no coordinator)
+            offsets_topic_replication_factor=3)) for i in (1, 2, 3)}
         yield brokers
 
 
