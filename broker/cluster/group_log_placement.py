@@ -153,10 +153,6 @@ class GroupLogPlacement:
             return [self.me]
         return sorted(live_brokers(self.registry.snapshot).values(), key=lambda b: b.broker_id)
 
-    def partition_of(self, group: str) -> int | None:
-        """The groups topic partition of ``group`` (None until the topic exists)."""
-        return self._partition(group)
-
     def loaded_partitions(self) -> list[int]:
         return sorted(p for p, loaded in self._loaded.items() if not loaded.term.ended)
 

@@ -8,7 +8,7 @@ and the fetcher copies the rest again, so the follower ends byte for byte the le
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -19,38 +19,16 @@ from rill.broker.log.integrity import CorruptDataError
 from rill.broker.log.log import Log
 from rill.broker.log.scrubber import Scrubber
 from rill.broker.replication.replica import Replica, Role
-from rill.broker.replication.replica_fetcher import FetcherSettings, ReplicaFetchers
+from rill.broker.replication.replica_fetcher import ReplicaFetchers
 from rill.broker.replication.replica_healer import IsrExitFailed, ReplicaHealer
 from rill.client.protocol.messages import encode_message_set
 from tests.unit.replication.scripted_leader import ScriptedLeader, log_bytes
-from tests.unit.replication.test_replica_fetcher import (BACKOFF_S, DEADLINE_S, T0, follower, make_leader, payload,
-                                                         wait_until)
+from tests.unit.replication.test_replica_fetcher import (  # noqa: F401 (the fixtures are shared)
+    DEADLINE_S, T0, fetchers, follower, follower_logs, leader_logs, make_leader, payload, wait_until)
 
 # Messages are the payload plus a 10-byte header: epoch 0 holds [0, 300), epoch 3 starts at 300.
 BAD_MESSAGE = 300  # the 150-byte message [300, 450) gets a flipped byte in its payload
 FLIPPED_AT = BAD_MESSAGE + 80
-
-
-@pytest.fixture
-def leader_logs(tmp_path: Path) -> Iterator[LogManager]:
-    manager = LogManager(str(tmp_path / "leader"), LogConfig())
-    yield manager
-    manager.close()
-
-
-@pytest.fixture
-def follower_logs(tmp_path: Path) -> Iterator[LogManager]:
-    manager = LogManager(str(tmp_path / "follower"), LogConfig())
-    yield manager
-    manager.close()
-
-
-@pytest.fixture
-def fetchers() -> Iterator[ReplicaFetchers]:
-    fetchers = ReplicaFetchers(FetcherSettings(broker_id=2, max_wait_ms=100, max_bytes=300,
-                                               backoff_ms=int(BACKOFF_S * 1000), socket_timeout_ms=5000))
-    yield fetchers
-    assert fetchers.close(timeout_s=DEADLINE_S)
 
 
 def filled_leader(logs: LogManager) -> tuple[ScriptedLeader, int]:
