@@ -31,8 +31,10 @@ class BrokerProcess:
         self.prefix = list(prefix)
         self.fd_limit = fd_limit  # RLIMIT_NOFILE (soft and hard) of the broker process, when set
         self.proc: subprocess.Popen[bytes] | None = None
-        self.port = 0
-        self.grpc_port = 0
+        # ports pinned on the command line (a restart on its previous ports) are known before it is ready:
+        # a test may find it leader in ZooKeeper while it starts
+        self.port = _pinned(extra, "--port")
+        self.grpc_port = _pinned(extra, "--grpc-port")
         self.log_path = data_dir.parent / f"broker-{time.time_ns()}.log"
 
     def start(self, timeout: float = 30.0) -> BrokerProcess:
@@ -97,3 +99,9 @@ def grpc_server_default() -> list[str]:
     """``--set grpc.server=$RILL_TEST_GRPC_SERVER`` when that is set (later ``--set`` flags override it)."""
     kind = os.environ.get("RILL_TEST_GRPC_SERVER")
     return ["--set", f"grpc.server={kind}"] if kind else []
+
+
+def _pinned(args: Sequence[str], flag: str) -> int:
+    """The last value of ``flag`` in ``args`` (0 when absent: a port the broker picks)."""
+    values = [args[i + 1] for i, arg in enumerate(args[:-1]) if arg == flag]
+    return int(values[-1]) if values else 0

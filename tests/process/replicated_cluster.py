@@ -260,7 +260,7 @@ class Workload:
                     offset += len(encode_message(value))
                 seq += len(values)
                 if outcome != OK:
-                    producer.close()
+                    producers.pop(leader).close()  # the next send reconnects, to the address known then
                     if pinned is None:
                         leader = -1
                     time.sleep(0.05)
