@@ -175,6 +175,10 @@ class SimpleConsumer(_Client):
     def fetch(self, topic: str, partition: int, offset: int, max_size: int | None = None) -> list[Message]:
         """Fetch the messages of ``topic``-``partition`` starting at byte ``offset``.
 
+        Sent as rill's FETCH_WAIT without a wait, not 0.7's FETCH: the broker answers a
+        0.7 FETCH at an offset inside a message with OffsetOutOfRange (what 0.7 clients
+        recover from), rill's own request with the precise InvalidOffset.
+
         Returns:
             Whole, CRC-checked messages in offset order; the next offset to fetch is
             ``messages[-1].next_offset``. Empty at the end of the log (and, as in
@@ -188,8 +192,12 @@ class SimpleConsumer(_Client):
         """
         size = max_size or self.max_fetch_size
         while True:
-            frame = rq.encode_fetch(topic, partition, offset, size)
-            error, data = rq.decode_fetch_response(self._request(frame, retry=True))
+            frame = rq.encode_fetch_wait([rq.FetchRequest(topic, partition, offset, size)], 0, 0)
+            error, blocks = rq.decode_multifetch_response(self._request(frame, retry=True))
+            _check(error, "fetch")
+            if len(blocks) != 1:
+                raise DecodeError(f"fetch response has {len(blocks)} blocks for 1 fetch")
+            error, data = blocks[0]
             _check(error, f"fetch of {topic}-{partition} at offset {offset}")
             messages, consumed = decode_message_set(data, topic, partition, offset)
             if messages or not data:
@@ -200,7 +208,7 @@ class SimpleConsumer(_Client):
             size = self._grown_size(topic, partition, offset, size, data)
 
     def multifetch(self, fetches: Sequence[rq.FetchRequest]) -> list[FetchResult]:
-        """Fetch several partitions in one MULTIFETCH request.
+        """Fetch several partitions in one request (FETCH_WAIT without a wait: see :meth:`fetch`).
 
         Returns:
             One :class:`FetchResult` per fetch, in order. A partition's broker error is
@@ -214,7 +222,7 @@ class SimpleConsumer(_Client):
         """
         if not fetches:
             return []
-        body = self._request(rq.encode_multifetch(fetches), retry=True)
+        body = self._request(rq.encode_fetch_wait(fetches, 0, 0), retry=True)
         return self._results(fetches, body)
 
     def fetch_wait(self, fetches: Sequence[rq.FetchRequest], max_wait_ms: int, min_bytes: int = 1) -> list[FetchResult]:

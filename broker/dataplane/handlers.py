@@ -190,12 +190,24 @@ class RequestHandlers:
         except BrokerError as exc:
             return ReadResult(int(exc.code), None)
 
+    def read_0_7(self, fetch: rq.FetchRequest) -> ReadResult:
+        """:meth:`read` for the 0.7 request types: a misaligned offset answers OffsetOutOfRange.
+
+        No 0.7 client knows rill's InvalidOffset (7); OffsetOutOfRange makes each reset its
+        position by its own policy (``autooffset.reset``), where 7 made them fail or crash.
+        rill's own FETCH_WAIT keeps the precise code.
+        """
+        result = self.read(fetch)
+        if result.error == ErrorCode.INVALID_OFFSET:
+            return ReadResult(int(ErrorCode.OFFSET_OUT_OF_RANGE), None)
+        return result
+
     def fetch(self, conn: Connection, req: rq.FetchRequest) -> Slot:
-        result = self.read(req)
+        result = self.read_0_7(req)
         return Slot(fetch_response_parts(result.error, result.slice))
 
     def multifetch(self, conn: Connection, req: rq.MultiFetchRequest) -> Slot:
-        return Slot(multifetch_response_parts([self.read(f) for f in req.fetches]))
+        return Slot(multifetch_response_parts([self.read_0_7(f) for f in req.fetches]))
 
     def fetch_wait(self, conn: Connection, req: rq.FetchWaitRequest) -> Slot:
         if req.max_wait_ms < 0 or req.min_bytes < 0:

@@ -106,13 +106,24 @@ def test_offsets_for_unknown_topic_follow_0_7(raw: RawClient) -> None:
 
 
 def test_fetch_errors_use_0_7_codes(raw: RawClient) -> None:
-    """Beyond the end is OffsetOutOfRange, a bad partition WrongPartition, mid-message InvalidOffset."""
+    """Beyond the end is OffsetOutOfRange, a bad partition WrongPartition, a negative size InvalidFetchSize."""
     ack = produce_ack(raw, "e", 0, [b"hello"])
     assert fetch(raw, "e", 0, ack.next_offset + 100)[0] == ErrorCode.OFFSET_OUT_OF_RANGE
     assert fetch(raw, "e", 0, ack.next_offset) == (0, b"")
     assert fetch(raw, "e", 7, 0)[0] == ErrorCode.WRONG_PARTITION
-    assert fetch(raw, "e", 0, 3)[0] == ErrorCode.INVALID_OFFSET
     assert fetch(raw, "e", 0, 0, -1)[0] == ErrorCode.INVALID_FETCH_SIZE
+
+
+def test_a_misaligned_offset_is_out_of_range_on_0_7_fetches_and_invalid_on_rills_own(raw: RawClient) -> None:
+    """A 0.7 client knows no error 7: FETCH and MULTIFETCH answer OffsetOutOfRange, which makes it reset
+    per its own policy; rill's FETCH_WAIT keeps the precise InvalidOffset."""
+    produce_ack(raw, "m", 0, [b"hello", b"world"])
+    assert fetch(raw, "m", 0, 3)[0] == ErrorCode.OFFSET_OUT_OF_RANGE
+    fetches = [rq.FetchRequest("m", 0, 3, 1000), rq.FetchRequest("m", 0, 0, 1000)]
+    error, blocks = rq.decode_multifetch_response(raw.request(rq.encode_multifetch(fetches)))
+    assert (error, [code for code, _ in blocks]) == (0, [ErrorCode.OFFSET_OUT_OF_RANGE, 0])
+    error, blocks = rq.decode_multifetch_response(raw.request(rq.encode_fetch_wait(fetches, max_wait_ms=0)))
+    assert (error, [code for code, _ in blocks]) == (0, [ErrorCode.INVALID_OFFSET, 0])
 
 
 def test_unknown_topic_fetch_is_empty_like_0_7(raw: RawClient) -> None:
