@@ -68,6 +68,22 @@ def raw(broker: RunningBroker) -> Iterator[RawClient]:
     client.close()
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Slow tests first, and every Spark test in one xdist group.
+
+    ``.ci/run`` runs the suite on several workers (pytest-xdist, ``--dist loadgroup``):
+    started first, the long tests overlap the many short ones instead of finishing last
+    on one worker while the others idle; the Spark tests share one worker, so the run
+    starts one SparkSession (they are CPU-bound: several at once only slow each other).
+    Without xdist the order changes nothing a test relies on (each has its own broker).
+    """
+    spark_dir = Path(__file__).parent / "spark"
+    for item in items:
+        if spark_dir in item.path.parents:
+            item.add_marker(pytest.mark.xdist_group("spark"))
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: otherwise as collected
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Keep structlog quiet in tests (events still reach structlog.testing.capture_logs)."""
     import structlog
