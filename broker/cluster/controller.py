@@ -21,7 +21,7 @@ Kafka 0.8's controller (replication notes, section 3) for rill's replicated topi
   LeaderAndIsr and the other brokers the changes.
 - **New topic** (a child of ``/rill/topics`` holding a replicated topic): loaded, and its
   partitions sent to every live broker. A topic's **settings changed**: ``topic_config_watch``.
-- **Controlled shutdown** (:meth:`Controller.controlled_shutdown`): leadership and ISR
+- **Controlled shutdown** (``controller_leader_moves``, a mixin): leadership and ISR
   membership moved off the broker; answers the partitions (factor > 1) it still leads.
 - **Reassignment** (``controller_reassignments``, a mixin): moving partitions to other
   brokers (Admin AlterPartitionReassignments), resumed by a new controller; the
@@ -31,9 +31,9 @@ Kafka 0.8's controller (replication notes, section 3) for rill's replicated topi
 - **New partitions** (``partition_growth``, a mixin): Admin CreatePartitions.
 - **LeaveIsr** (``controller_isr_exits``, a mixin): a broker healing a damaged replica leaves
   its ISR, another in-sync replica taking over where it leads.
-- **Preferred leaders** (``preferred_election``): :meth:`Controller.elect_preferred_leaders`
-  on demand (Admin ElectLeaders), and with ``RebalancePolicy.enabled`` a check every
-  ``interval_s`` that elects the preferred replicas of brokers leading too few of theirs.
+- **Preferred leaders** (``controller_leader_moves``; ``preferred_election``): on demand
+  (Admin ElectLeaders), and with ``RebalancePolicy.enabled`` a check every ``interval_s``
+  that elects the preferred replicas of brokers leading too few of theirs.
 
 A LeaderAndIsr carries the changed partitions to every live broker: the replicas act
 on them, the others keep them as metadata (replication.proto).
@@ -67,15 +67,15 @@ from kazoo.protocol.states import WatchedEvent
 
 from rill.broker.cluster.controller_actions import (Decide, Resends, address, elect_and_write, log_elections, ms,
                                                    reread, send_leader_and_isr)
-from rill.broker.cluster.controller_context import ControllerContext, decide_reconcile, decide_shutdown, unclean_for
+from rill.broker.cluster.controller_context import ControllerContext, decide_reconcile, unclean_for
 from rill.broker.cluster.controller_deletions import ControllerDeletions
 from rill.broker.cluster.controller_isr_exits import ControllerIsrExits
+from rill.broker.cluster.controller_leader_moves import ControllerLeaderMoves
 from rill.broker.cluster.controller_reassignments import ControllerReassignments
 from rill.broker.cluster.partition_growth import ControllerPartitionGrowth
 from rill.broker.cluster.partition_states import (ControllerEpoch, ControllerMoved, PartitionKey, elect_controller,
                                                   read_controller, read_states, read_topic)
-from rill.broker.cluster.preferred_election import (ElectionResult, RebalancePolicy, Requested, rebalance_targets,
-                                                    run_preferred_election)
+from rill.broker.cluster.preferred_election import RebalancePolicy
 from rill.broker.cluster.replica_control_servicer import (BrokerNotAvailable, NotController, ReplicaControlClient,
                                                           StaleBrokerEpoch)
 from rill.broker.cluster.replicated_topics import create_topic, read_broker_epoch
@@ -93,7 +93,8 @@ log = structlog.get_logger(__name__)
 T = TypeVar("T")
 
 
-class Controller(ControllerReassignments, ControllerDeletions, ControllerPartitionGrowth, ControllerIsrExits):
+class Controller(ControllerReassignments, ControllerDeletions, ControllerPartitionGrowth, ControllerIsrExits,
+                 ControllerLeaderMoves):
     """The controller role of one broker: campaigns, and acts while elected. See the module docstring."""
 
     def __init__(self, zk: KazooClient, broker_id: int, registry: RegistryView, client: ReplicaControlClient, *,
@@ -153,31 +154,6 @@ class Controller(ControllerReassignments, ControllerDeletions, ControllerPartiti
             self._thread.join(timeout_s)
         self.zk.remove_listener(self._on_state)
         self.client.close()
-
-    def controlled_shutdown(self, broker_id: int, broker_epoch: int | None = None, *,
-                            timeout_s: float = 30.0) -> list[tuple[str, int]]:
-        """Move leadership and ISR membership off ``broker_id`` (it is stopping).
-
-        ``broker_epoch``: the czxid of its ``/brokers/ids/[id]`` node (None: not checked).
-
-        Returns:
-            The partitions of topics with factor > 1 it still leads (no other live ISR
-            member could take them), in (topic, partition) order; [] when all moved.
-
-        Raises:
-            NotController: this broker is not the controller (``controller_id``: the one known).
-            BrokerNotAvailable: the broker is not live to the controller.
-            StaleBrokerEpoch: ``broker_epoch`` is not its current registration's.
-            TimeoutError: not done within ``timeout_s`` (it may still happen).
-        """
-        return self._call(lambda: self._shutdown(broker_id, broker_epoch), timeout_s,
-                          f"the controlled shutdown of broker {broker_id}")
-
-    def elect_preferred_leaders(self, partitions: Requested, *, timeout_s: float = 30.0) -> list[ElectionResult]:
-        """Admin ElectLeaders: ``preferred_election.run_preferred_election`` of ``partitions`` (None: all), one
-        result per partition asked. Raises NotController and TimeoutError as :meth:`controlled_shutdown`."""
-        return self._call(lambda: self._preferred(partitions, "preferred_election"), timeout_s,
-                          "the preferred leader election")
 
     def _call(self, work: Callable[[], T], timeout_s: float, what: str) -> T:
         """Run ``work`` on the worker and wait for it (see controlled_shutdown's Raises)."""
@@ -418,47 +394,6 @@ class Controller(ControllerReassignments, ControllerDeletions, ControllerPartiti
             if current != broker_epoch:
                 raise StaleBrokerEpoch(f"broker {broker_id}: epoch {broker_epoch} is not the current {current}")
         return ctx
-
-    def _shutdown(self, broker_id: int, broker_epoch: int | None) -> list[tuple[str, int]]:
-        ctx = self._checked_broker(broker_id, broker_epoch)
-        started = time.monotonic()
-        ctx.shutting_down.add(broker_id)
-        reread(self.zk, ctx, ctx.hosted_on({broker_id}))  # the leaders' own ISR changes (see _broker_failure)
-        keys = ctx.touching({broker_id})
-        live, stopping, epoch = frozenset(ctx.live), frozenset(ctx.shutting_down), ctx.epoch.epoch
-        changed, lost = self._elect(ctx, keys, lambda key, state: decide_shutdown(
-            state, ctx.replicas(key), live, stopping, controller_epoch=epoch))
-        written = time.monotonic()
-        self._send(ctx, ctx.live, ctx.roles(changed), full=False)
-        log_elections(self.log, "controlled_shutdown", ctx, [broker_id], keys, changed, lost, started, written)
-        # still led here, and another replica is live to take it (one rejoining the ISR, on a retry); a partition
-        # with no other live replica cannot move, and retrying would only delay the stop (the last broker of a cluster)
-        return [key for key in ctx.led_by(broker_id, min_factor=2)
-                if any(r != broker_id and r in live and r not in stopping for r in ctx.replicas(key))]
-
-    def _preferred(self, requested: Requested, reason: str) -> list[ElectionResult]:
-        ctx, started = self._active(), time.monotonic()
-        results, changed, lost = run_preferred_election(self.zk, ctx, requested, self.max_attempts)
-        written = time.monotonic()
-        self._send(ctx, ctx.live, ctx.roles(changed), full=False)
-        leaders = {ctx.states[key][0].leader for key in changed}
-        asked = [(r.topic, r.partition) for r in results]
-        log_elections(self.log, reason, ctx, leaders, asked, changed, lost, started, written)
-        return results
-
-    def _auto_rebalance(self) -> None:
-        """The periodic check (``preferred_election.rebalance_targets``); the next one is scheduled after it."""
-        try:
-            if self._ctx is not None:
-                moving = self._reassigning()
-                keys = [k for k in rebalance_targets(self.zk, self._ctx, self.rebalance.percentage) if k not in moving]
-                if keys:
-                    self._preferred(keys, "auto_rebalance")
-        finally:
-            self._schedule_rebalance()
-
-    def _schedule_rebalance(self) -> None:
-        self._later(self.rebalance.interval_s, self._auto_rebalance)
 
     def _later(self, delay_s: float, work: Callable[[], None]) -> None:
         """Post ``work`` to the worker after ``delay_s`` (nothing once closed)."""

@@ -1,4 +1,4 @@
-"""What the controller's mixins use of the Controller (reassignments, deletions, growth, ISR exits).
+"""What the controller's mixins use of the Controller (reassignments, deletions, growth, ISR exits, leader moves).
 
 The Controller (controller.py) is assembled from mixins, each one concept in its own module;
 they call back into the Controller's own machinery. :class:`ControllerCore` declares that
@@ -50,4 +50,8 @@ class ControllerCore(Protocol):
     def _send(self, ctx: ControllerContext, targets: Collection[int], roles: Iterable[PartitionRole], *,
               full: bool) -> None:
         """Send ``roles`` to ``targets`` in a LeaderAndIsr."""
+        ...
+
+    def _reassigning(self) -> set[PartitionKey]:
+        """The partitions being reassigned now."""
         ...
