@@ -68,6 +68,7 @@ def raw(broker: RunningBroker) -> Iterator[RawClient]:
     client.close()
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Slow tests first, and every Spark test in one xdist group.
 
