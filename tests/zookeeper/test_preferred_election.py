@@ -134,6 +134,9 @@ def test_automatic_rebalance(zk_connect: str, zk: KazooClient, brokers: dict[int
             if enabled:
                 wait_for(lambda: all(s.leader == replicas.replicas[p][0] for p, s in states(zk).items()),
                          what="preferred leaders back")
+                # logged once the LeaderAndIsr went out, after the states were written
+                wait_for(lambda: any(e["event"] == "controller.elections" and e["reason"] == "auto_rebalance"
+                                     for e in logs), what="the auto_rebalance elections logged")
             else:
                 time.sleep(1.0)
                 assert not any(s.leader == 1 for s in states(zk).values())
