@@ -109,11 +109,12 @@ class AdminClient:
             session_timeout=session_timeout_ms)
         return self.groups.RegisterConsumer.future(request, timeout=timeout)
 
-    def heartbeat_future(self, group: str, consumer_id: str, generation: int, session_timeout_ms: int,
-                         timeout: float) -> grpc.Future:
-        """Heartbeat without blocking: a grpc.Future of the HeartbeatResponse (see register_consumer_future)."""
+    def heartbeat_future(self, group: str, consumer_id: str, generation: int, timeout: float) -> grpc.Future:
+        """Heartbeat without blocking: a grpc.Future of the HeartbeatResponse (see register_consumer_future).
+
+        It carries no session timeout: a member's is set when it registers."""
         request = pb.HeartbeatRequest(client_id=self.client_id, consumer_group=group, consumer_id=consumer_id,
-                                      generation=generation, session_timeout=session_timeout_ms)
+                                      generation=generation)
         return self.groups.Heartbeat.future(request, timeout=timeout)
 
     # ---------------------------------------------------------------- topics and cluster

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-__all__ = ["Address", "TopicPartition"]
+__all__ = ["Address", "OffsetAndTimestamp", "TopicPartition"]
 
 Address = tuple[str, int]
 """Where a broker listens: ``(host, port)``; the host a name or a literal IPv4/IPv6 address."""
@@ -29,3 +29,23 @@ class TopicPartition(NamedTuple):
 
     topic: str
     partition: int
+
+
+class OffsetAndTimestamp(NamedTuple):
+    """Where to start reading a partition for a time (kafka-python's ``OffsetAndTimestamp``).
+
+    The answer of ``Consumer.offsets_for_times``. The Kafka 0.7 message format has no
+    timestamps: times are the broker's append times, from its sparse time index.
+
+    Attributes:
+        offset: a message boundary (byte position) at or before the first message appended
+            at or after the time asked, at most one time-index interval before it (a
+            Kafka 0.7 broker answers to a whole segment); nothing appended at or after
+            that time is before it.
+        timestamp: when the message at ``offset`` was appended (ms since the epoch), to
+            within ``log.index.interval.ms`` and never later than it was; it may be
+            before the time asked, by up to one index interval.
+    """
+
+    offset: int
+    timestamp: int

@@ -6,7 +6,9 @@ Two kinds of state live here:
   GroupCreated, ``generation`` and ``assignment`` from GenerationStarted,
   ``offsets`` from OffsetsCommitted;
 - live (lost on restart; members re-register): ``state``, ``members``, each
-  member's heartbeat and pending join, ``rewind_pending``, and the timers.
+  member's heartbeat and pending join, ``rewind_pending``, the timers, and
+  ``topics_seen`` (what existed when the current generation was computed:
+  rill.coordinator.new_partitions).
 
 Not thread-safe: the coordinator's lock guards every Group and Member.
 """
@@ -76,6 +78,11 @@ class Group:
     rebalance_timer: TimerHandle | None = None
     session_timer: TimerHandle | None = None
     session_due: float | None = None
+    topics_seen: dict[str, int] | None = None
+    """Partition counts of every topic when the current generation was computed, if it had members
+    (None: it had none, or the group was loaded from the log); see rill.coordinator.new_partitions."""
+    topics_planned: dict[str, int] | None = None
+    """The same for the completion computed last and not applied yet (it becomes ``topics_seen``)."""
 
     @property
     def topics(self) -> frozenset[str]:

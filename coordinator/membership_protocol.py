@@ -34,8 +34,11 @@ RegisterConsumer calls.
 - Heartbeats: UNKNOWN_MEMBER; REBALANCE_IN_PROGRESS when a rebalance waits for this
   member or its partitions were rewound (whatever generation it sends); else
   ILLEGAL_GENERATION unless it sends the current generation. Only a heartbeat from a
-  known member that is not refused for its generation refreshes the session. The
-  request's ``session_timeout`` is ignored: a member's timeout is set when it registers.
+  known member that is not refused for its generation refreshes the session. A
+  member's session timeout is set when it registers, as in Kafka (the Heartbeat
+  carries none: its field 2 is reserved).
+- A completed rebalance commits offset 0 for the partitions that appeared since the
+  previous generation (rill.coordinator.new_partitions: seed 003's "set to smallest").
 
 Not thread-safe: the coordinator calls everything here with its lock held.
 """
@@ -222,6 +225,7 @@ class Membership:
         """Answer the waiting members of a completed rebalance (replay of GenerationStarted)."""
         if group.state is not GroupState.PREPARING_REBALANCE:
             return  # start-up replay, or the same completion applied twice
+        group.topics_seen, group.topics_planned = group.topics_planned, None
         now = self.clock.time()
         for member in group.members.values():
             if member.waiting() and member.consumer_id in record.assignment:
@@ -276,7 +280,9 @@ class Membership:
     def _maybe_complete(self, group: Group) -> list[Record]:
         if group.state is not GroupState.PREPARING_REBALANCE or not group.all_joined():
             return []
-        return completion_records(group, self.catalog)
+        topics = dict(self.catalog.topics())
+        group.topics_planned = topics if group.members else None  # topics_seen once applied
+        return completion_records(group, topics)
 
     def _remove(self, group: Group, consumer_id: str, code: pb.ErrorCode) -> None:
         member = group.members.pop(consumer_id)

@@ -12,9 +12,13 @@ Commits
     partition in the current generation (NOT_OWNER per partition). This fences
     zombies: a member paused past its session timeout is unknown or a generation
     behind, and its commits change nothing.
-    Without a consumer id (tools, static readers, loaders): accepted under the
-    group name, except NOT_OWNER for a partition a live member owns. A commit to a
-    group that does not exist creates it (GroupCreated with default settings:
+    Without a consumer id (a standalone consumer's ``assign()``, tools, loaders; the
+    generation is ignored, Kafka's is -1): accepted under the group name while the
+    group has no live member (it is EMPTY, or new); while it has members, every
+    partition gets NOT_OWNER, as Kafka refuses a standalone commit to a group that is
+    not empty (it answers UNKNOWN_MEMBER_ID): the members own the group's offsets,
+    and an outsider's commit would move them under their feet. A commit to a group
+    that does not exist creates it (GroupCreated with default settings:
     non-ephemeral, no topics, ``range``, the default session timeout), as Kafka
     does for simple consumers.
     Per partition, after the checks of the whole request, the first that applies:
@@ -88,8 +92,8 @@ def _ownership_codes(group: Group | None, req: pb.CommitOffsetsRequest, entries:
         assert group is not None
         allowed = set(group.owned(req.consumer_id))
         return [pb.NONE if (t, p) in allowed else pb.NOT_OWNER for t, p, _ in entries]
-    owners = group.live_owners() if group is not None else {}
-    return [pb.NOT_OWNER if (t, p) in owners else pb.NONE for t, p, _ in entries]
+    outsider = pb.NOT_OWNER if group is not None and group.members else pb.NONE  # a standalone commit
+    return [outsider] * len(entries)
 
 
 def _entry_codes(group: Group | None, req: pb.CommitOffsetsRequest, entries: list[Entry],

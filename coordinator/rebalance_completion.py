@@ -1,6 +1,6 @@
 """Completing a rebalance: the new assignment, its records, and the join responses.
 
-Pure functions of a group and the catalog; :mod:`rill.coordinator.membership_protocol`
+Pure functions of a group and the topics' partition counts; :mod:`rill.coordinator.membership_protocol`
 decides when a rebalance completes, the coordinator's replay applies the records.
 
 - The assignment uses the group's strategy over the live members: each member's
@@ -11,11 +11,12 @@ decides when a rebalance completes, the coordinator's replay applies the records
   member is left, GroupDeleted for an ephemeral group, else GenerationStarted with
   an empty assignment (the group goes EMPTY; the generation still moves on, so a
   departed member's generation never becomes valid again).
+- Partitions that appeared since the previous generation (rill.coordinator.new_partitions)
+  and have no committed offset get one: an OffsetsCommitted record of offset 0, before
+  the GenerationStarted, as seed 003 says ("set to smallest").
 - A member's RegisterConsumerResponse carries, for each partition it owns, the
-  committed offset or -1 when none is committed. Seed 003 says new partitions and
-  topics start at the smallest offset (0); rill answers -1 for them too, and the
-  consumer applies its ``auto.offset.reset`` (earliest by default matches the
-  seed), so "no committed offset" means one thing everywhere.
+  committed offset or -1 when none is committed (the consumer then applies its
+  ``auto.offset.reset``).
 """
 
 from __future__ import annotations
@@ -23,10 +24,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from rill.coordinator.assignors import get_assignor
-from rill.coordinator.topic_catalog import Catalog
 from rill.client.structs import TopicPartition
 from rill.coordinator.group_state import Group, Member
-from rill.coordinator.records import GenerationStarted, GroupDeleted, Record
+from rill.coordinator.new_partitions import START_OFFSET, new_partitions, seen_partitions
+from rill.coordinator.records import GenerationStarted, GroupDeleted, OffsetsCommitted, Record
 from rill.v1 import coordinator_pb2 as pb
 
 AssignmentMap = dict[str, tuple[TopicPartition, ...]]
@@ -44,12 +45,17 @@ def compute_assignment(group: Group, topics: Mapping[str, int]) -> AssignmentMap
     return {mid: tuple(result.get(mid, ())) for mid in group.members}
 
 
-def completion_records(group: Group, catalog: Catalog) -> list[Record]:
-    """The records that complete the group's rebalance now."""
+def completion_records(group: Group, topics: Mapping[str, int]) -> list[Record]:
+    """The records that complete the group's rebalance now, over ``topics`` (the catalog's counts)."""
     if not group.members and group.ephemeral:
         return [GroupDeleted(group.name)]
-    assignment = compute_assignment(group, catalog.topics()) if group.members else {}
-    return [GenerationStarted(group.name, group.generation + 1, assignment)]
+    assignment = compute_assignment(group, topics) if group.members else {}
+    records: list[Record] = []
+    starts = new_partitions(group, assignment)
+    if starts:
+        records.append(OffsetsCommitted(group.name, tuple((t, p, START_OFFSET) for t, p in starts)))
+    records.append(GenerationStarted(group.name, group.generation + 1, assignment))
+    return records
 
 
 def join_response(group: Group, member: Member) -> pb.RegisterConsumerResponse:
@@ -65,15 +71,6 @@ def join_error(group: str, client_id: str, consumer_id: str, code: pb.ErrorCode)
     """A RegisterConsumerResponse that carries only an error."""
     return pb.RegisterConsumerResponse(client_id=client_id, consumer_group=group, consumer_id=consumer_id,
                                        error_code=code)
-
-
-def seen_partitions(assignment: Mapping[str, tuple[TopicPartition, ...]]) -> dict[str, int]:
-    """Partition counts the assignment covered (every partition of a subscribed topic is assigned)."""
-    seen: dict[str, int] = {}
-    for tps in assignment.values():
-        for topic, partition in tps:
-            seen[topic] = max(seen.get(topic, 0), partition + 1)
-    return seen
 
 
 def topics_grew(group: Group, topics: Mapping[str, int]) -> bool:

@@ -8,8 +8,9 @@ from rill.client.consumer.errors import (CommitFailed, ConsumerError, GroupCoord
                                          MemberEvicted, NoOffsetForPartition, RewindFailed)
 from rill.client.consumer.subscription import TopicPartition
 from rill.client.protocol.messages import Message
+from rill.client.structs import OffsetAndTimestamp
 
 __all__ = [
     "CommitFailed", "Consumer", "ConsumerError", "GroupCoordinatorError", "IllegalStateError", "MemberEvicted",
-    "Message", "NoOffsetForPartition", "RewindFailed", "TopicPartition",
+    "Message", "NoOffsetForPartition", "OffsetAndTimestamp", "RewindFailed", "TopicPartition",
 ]

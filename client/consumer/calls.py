@@ -1,9 +1,10 @@
 """The base of the Consumer's groups of calls: the parts they share and the guards of every call.
 
 :class:`~rill.client.consumer.consumer.Consumer` is assembled from groups of public
-calls, one module each (:mod:`~rill.client.consumer.positions`,
-:mod:`~rill.client.consumer.group_offsets`, and the facade itself for subscription,
-poll, metrics and close). Each group subclasses :class:`ConsumerCalls`, which names
+calls, one module each (:mod:`~rill.client.consumer.subscription_calls`,
+:mod:`~rill.client.consumer.positions`, :mod:`~rill.client.consumer.group_offsets`,
+:mod:`~rill.client.consumer.iteration`, and the facade itself for poll, metrics and
+close). Each group subclasses :class:`ConsumerCalls`, which names
 the parts ``Consumer.__init__`` builds and provides the checks every call starts
 with: the consumer is open, it has a group, the partition is owned.
 
@@ -12,10 +13,13 @@ Not thread-safe: see :class:`~rill.client.consumer.consumer.Consumer`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from rill.client.consumer.errors import IllegalStateError
+from rill.client.consumer.fetcher import Fetcher
 from rill.client.consumer.group_client import GroupClient
+from rill.client.consumer.metadata_refresh import MetadataRefresh
 from rill.client.consumer.offset_fetcher import OffsetFetcher
 from rill.client.consumer.subscription import SubscriptionState, TopicPartition
 from rill.client.cluster_metadata import ClusterMetadata
@@ -26,9 +30,13 @@ PartitionLike = tuple[str, int]
 class ConsumerCalls:
     """The parts shared by the Consumer's calls (set by ``Consumer.__init__``) and their guards."""
 
+    config: dict[str, Any]
+    _clock: Callable[[], float]
     _subscription: SubscriptionState
     _metadata: ClusterMetadata
+    _fetcher: Fetcher
     _offsets: OffsetFetcher
+    _refresh: MetadataRefresh
     _group: GroupClient | None
     _closed: bool
 

@@ -10,11 +10,17 @@
             process(message)
         consumer.commit()
 
-This module holds the class with its construction, identity, subscription calls,
-poll() and its loop, metrics() and close(); the other calls come from
-:mod:`~rill.client.consumer.positions` (position, seek, pause, log bounds) and
-:mod:`~rill.client.consumer.group_offsets` (commit, committed, rewinds), on the shared
-base :mod:`~rill.client.consumer.calls`.
+kafka-python's shapes work too: ``consumer.assign([TopicPartition("orders", 0)])`` (no
+group membership), ``for message in consumer:`` (with ``consumer_timeout_ms``),
+``consumer.commit_async(callback=...)``, ``consumer.offsets_for_times({...})``.
+
+This module holds the class with its construction, identity, poll() and its loop,
+metrics() and close(); the other calls come from
+:mod:`~rill.client.consumer.subscription_calls` (add_topic, subscribe, assign ...),
+:mod:`~rill.client.consumer.positions` (position, seek, pause, log bounds, offsets by
+time), :mod:`~rill.client.consumer.group_offsets` (commit, commit_async, committed,
+rewinds) and :mod:`~rill.client.consumer.iteration` (the iterator protocol), on the
+shared base :mod:`~rill.client.consumer.calls`.
 
 The pieces: :mod:`~rill.client.consumer.subscription` (what is owned, positions,
 pauses), :mod:`~rill.client.consumer.fetcher` (pipelined long-poll fetches),
@@ -30,9 +36,9 @@ wake the loop).
 from __future__ import annotations
 
 import math
-import re
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections import deque
+from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any
 
@@ -42,25 +48,26 @@ from rill.client.consumer.errors import NoOffsetForPartition
 from rill.client.consumer.fetcher import FetchConfig, Fetcher
 from rill.client.consumer.group_client import GroupClient
 from rill.client.consumer.group_offsets import GroupOffsetCalls
+from rill.client.consumer.iteration import IterationCalls
 from rill.client.consumer.membership import STABLE
 from rill.client.consumer.metadata_refresh import MetadataRefresh
 from rill.client.consumer.offset_fetcher import OffsetFetcher
 from rill.client.consumer.positions import PositionCalls
 from rill.client.consumer.settings import consumer_settings
 from rill.client.consumer.subscription import SubscriptionState, TopicPartition
-from rill.client.errors import RillError
+from rill.client.consumer.subscription_calls import SubscriptionCalls
+from rill.client.errors import ConnectionClosed, RillError
 from rill.client.cluster_metadata import ClusterMetadata
 from rill.client.protocol import requests as rq
 from rill.client.protocol.messages import Message
 from rill.client.net.selector_loop import SelectorLoop
-from rill.client.topic_names import validate_topic
 
 log = structlog.get_logger(__name__)
 
 Callback = Callable[[list[TopicPartition]], None]
 
 
-class Consumer(PositionCalls, GroupOffsetCalls):
+class Consumer(SubscriptionCalls, PositionCalls, GroupOffsetCalls, IterationCalls):
     """Consume messages from rill brokers, alone or as a member of a consumer group.
 
     ``Consumer(config=None, *, on_assign=None, on_revoke=None, **settings)``: settings
@@ -72,8 +79,8 @@ class Consumer(PositionCalls, GroupOffsetCalls):
     away (you may still commit). Neither runs when the member is evicted.
 
     Without ``group.id`` only static partitions (``add_topic(topic, partition)``)
-    can be consumed; they start from ``auto.offset.reset`` and nothing can be
-    committed (keep offsets yourself and seek()).
+    and manual assignments (``assign(partitions)``) can be consumed; they start from
+    ``auto.offset.reset`` and nothing can be committed (keep offsets yourself and seek()).
 
     Raises:
         ConfigError: an unknown setting or a bad value.
@@ -106,6 +113,8 @@ class Consumer(PositionCalls, GroupOffsetCalls):
                                         max_age=settings["metadata.max.age.ms"] / 1000.0, retry_backoff=retry_backoff)
         self._closed = False
         self._stats = {"polls": 0, "records": 0}
+        self._waiting: deque[tuple[Message, int]] = deque()  # the iterator's (rill.client.consumer.iteration)
+        self._held: dict[TopicPartition, deque[tuple[Message, int]]] = {}
 
     # ---------------------------------------------------------------- identity
 
@@ -122,103 +131,6 @@ class Consumer(PositionCalls, GroupOffsetCalls):
     def generation(self) -> int:
         """The group generation this consumer's assignment belongs to (0 before the first)."""
         return self._group.generation if self._group is not None else 0
-
-    # ---------------------------------------------------------------- subscription
-
-    def add_topic(self, topic: str, partition: int | None = None) -> None:
-        """Consume ``topic``: its partitions as the group assigns them, or only ``partition`` (static).
-
-        A static partition is claimed from the coordinator (``static_partitions``) and
-        never handed to another member; without ``group.id`` it is simply read. The
-        change takes effect in the next poll() (with a group: a rebalance).
-
-        Raises:
-            InvalidTopic: an illegal topic name. ValueError: a negative partition.
-            IllegalStateError: ``add_topic(topic)`` without ``group.id``, or the consumer is closed.
-        """
-        self._check_open()
-        validate_topic(topic)
-        if partition is None:
-            group = self._require_group("add_topic(topic) without a partition")
-            if topic not in self._subscription.topics:
-                self._subscription.topics.add(topic)
-                group.request_rejoin(f"subscribed to topic {topic}")
-            return
-        if partition < 0:
-            raise ValueError(f"partition must be >= 0, got {partition}")
-        tp = TopicPartition(topic, partition)
-        if tp in self._subscription.static:
-            return
-        self._subscription.static.add(tp)
-        if self._group is not None:
-            self._group.request_rejoin(f"claimed static partition {topic}-{partition}")
-        else:
-            self._subscription.add_partition(tp)
-
-    def remove_topic(self, topic: str, partition: int | None = None) -> None:
-        """Stop consuming ``topic`` (its group-assigned partitions), or the static ``partition`` of it."""
-        self._check_open()
-        if partition is None:
-            if topic in self._subscription.topics and self._group is not None:
-                self._subscription.topics.discard(topic)
-                self._group.request_rejoin(f"unsubscribed from topic {topic}")
-            return
-        tp = TopicPartition(topic, partition)
-        if tp not in self._subscription.static:
-            return
-        self._subscription.static.discard(tp)
-        if self._group is not None:
-            self._group.request_rejoin(f"released static partition {topic}-{partition}")
-        else:
-            self._subscription.remove_partition(tp)
-
-    def subscribe(self, topics: Iterable[str] = (), *, pattern: str | re.Pattern[str] | None = None) -> None:
-        """Replace the group-assigned subscription with ``topics`` and/or the topics matching ``pattern``.
-
-        The pattern must match a whole topic name (``re.fullmatch``); it is matched
-        against the cluster's topics now and every ``metadata.max.age.ms``, so a topic
-        created later joins the subscription (a rebalance). Static partitions are kept.
-
-        Raises:
-            IllegalStateError: no ``group.id``. InvalidTopic: an illegal topic name.
-            re.error: a bad pattern.
-        """
-        self._check_open()
-        group = self._require_group("subscribe()")
-        names = {validate_topic(t) for t in topics}
-        compiled = re.compile(pattern) if isinstance(pattern, str) else pattern
-        sub = self._subscription
-        changed = names != sub.topics or compiled != sub.pattern
-        sub.topics = names
-        sub.pattern = compiled
-        if compiled is None:
-            sub.matched = set()
-            self._refresh.stop_matching()
-        else:
-            self._refresh.match_pattern_soon()
-        if changed:
-            group.request_rejoin("subscription replaced")
-
-    def unsubscribe(self) -> None:
-        """Consume nothing: drop topics, pattern and static partitions (with a group: leave it at the next poll)."""
-        self._check_open()
-        sub = self._subscription
-        sub.topics, sub.pattern, sub.matched = set(), None, set()
-        self._refresh.stop_matching()
-        sub.static.clear()
-        if self._group is not None:
-            self._group.request_rejoin("unsubscribed")
-        else:
-            for tp in list(sub.assignment):
-                sub.remove_partition(tp)
-
-    def subscription(self) -> set[str]:
-        """Topics whose partitions the group assigns (explicit and pattern-matched)."""
-        return self._subscription.subscribed_topics()
-
-    def assignment(self) -> set[TopicPartition]:
-        """The partitions this consumer owns now (empty while it joins or rebalances)."""
-        return set(self._subscription.assignment)
 
     # ---------------------------------------------------------------- poll
 
@@ -237,7 +149,9 @@ class Consumer(PositionCalls, GroupOffsetCalls):
 
         Returns:
             Up to ``max_records`` (default ``max.poll.records``) messages, in offset
-            order within each partition; an empty list when none came in time.
+            order within each partition; an empty list when none came in time. Messages
+            the iterator (``for message in consumer``) took and has not returned yet come
+            first, without a turn of the loop.
 
         Raises:
             MemberEvicted: once, after this member was removed from its group (it rejoins).
@@ -256,6 +170,14 @@ class Consumer(PositionCalls, GroupOffsetCalls):
         if limit <= 0:
             raise ValueError(f"max_records must be > 0, got {limit}")
         self._stats["polls"] += 1
+        waiting = self._take_waiting(limit)  # messages the iterator took and did not return yet
+        if waiting:
+            return waiting
+        return self._fetch_records(timeout, limit, advance=True)
+
+    def _fetch_records(self, timeout: float | None, limit: int, advance: bool) -> list[Message]:
+        """poll()'s loop: up to ``limit`` messages (deserialized), [] after ``timeout`` seconds (None: never).
+        ``advance``: move the positions past them (the iterator moves them one by one instead)."""
         fetcher = self._fetcher
         deadline = math.inf if timeout is None else self._clock() + max(timeout, 0.0)
         while True:
@@ -270,7 +192,7 @@ class Consumer(PositionCalls, GroupOffsetCalls):
             for channel, mask in self._network.wait(min(max(wait, 0.0), 3600.0)):
                 fetcher.handle(channel, mask)
             fetcher.check_timeouts()
-            records = fetcher.take(limit)
+            records = fetcher.take(limit, advance)
             if records:
                 fetcher.send_fetches()
                 self._stats["records"] += len(records)
@@ -335,7 +257,9 @@ class Consumer(PositionCalls, GroupOffsetCalls):
             "group": self.group_id, "member_id": self.member_id, "generation": self.generation,
             "state": group.state if group is not None else None,
             "polls": self._stats["polls"], "records_returned": self._stats["records"],
-            "records_buffered": self._fetcher.buffered_records(),
+            "records_buffered": self._fetcher.buffered_records() + len(self._waiting)
+            + sum(map(len, self._held.values())),
+            "commits_pending": len(group.async_commits) if group is not None else 0,
             "fetch_requests": self._fetcher.stats["fetches"], "bytes_fetched": self._fetcher.stats["bytes"],
             **(group.stats if group is not None else {}),
             "partitions": partitions,
@@ -344,23 +268,30 @@ class Consumer(PositionCalls, GroupOffsetCalls):
     # ---------------------------------------------------------------- closing
 
     def close(self) -> None:
-        """Commit (when auto-commit is on) the positions of every message poll() returned, leave the
-        group (LeaveGroup: the others rebalance at once), close every connection. Idempotent.
+        """Wait for the pending commit_async() calls (up to ``request.timeout.ms``; their callbacks run
+        here), commit (when auto-commit is on) the positions of every message poll() or the iterator
+        returned, leave the group (LeaveGroup: the others rebalance at once), close every connection.
+        Idempotent.
 
         Commit and leave failures are logged (``consumer.auto_commit_failed``,
-        ``consumer.leave_failed``), not raised.
+        ``consumer.leave_failed``), not raised; an asynchronous commit still unanswered at the
+        deadline gets ConnectionClosed in its callback.
         """
         if self._closed:
             return
         self._closed = True
+        self._drop_waiting()
         group = self._group
         try:
             if group is not None:
-                if group.auto_commit and group.state == STABLE:
+                group.async_commits.flush(self._clock() + group.request_timeout)
+                if group.auto_commit and (group.state == STABLE or self._subscription.manual):
                     group.auto_commit_now(self._clock())
                 group.leave()
         finally:
             if group is not None:
+                group.async_commits.fail_all(ConnectionClosed("the consumer was closed before the coordinator "
+                                                              "answered this commit"))
                 group.close()
             self._fetcher.close()
             self._offsets.close()

@@ -34,6 +34,9 @@ class CoordinatorLookup:
 
     ``group_session_timeout_ms`` is the session timeout the existing group reported
     (this consumer's ``session.timeout.ms`` until ListGroups says otherwise).
+    ``group_topics`` is what ListGroups listed as the group's topics (its own, its
+    members' and its committed ones; ``()`` for a group this consumer just created;
+    None: not known).
     """
 
     def __init__(self, group: str, metadata: ClusterMetadata, *, client_id: str, session_timeout_ms: int,
@@ -45,6 +48,7 @@ class CoordinatorLookup:
         self.strategy = strategy
         self.request_timeout = request_timeout
         self.group_session_timeout_ms = session_timeout_ms
+        self.group_topics: tuple[str, ...] | None = None
         self.current: AdminClient | None = None
         self._admins: dict[str, AdminClient] = {}
 
@@ -84,6 +88,7 @@ class CoordinatorLookup:
             if created.error_code == pb.NONE:
                 log.info("consumer.group_created", group=self.group, strategy=self.strategy,
                          session_timeout_ms=self.session_timeout_ms)
+            self.group_topics = () if created.error_code == pb.NONE else None
             controller = created.coordinator
         elif info.error_code == pb.NOT_COORDINATOR:  # the group's coordinator is being replaced
             raise CoordinatorNotAvailable(f"no broker names the coordinator of group {self.group!r} yet")
@@ -93,6 +98,7 @@ class CoordinatorLookup:
         else:
             controller = info.controller_broker
             self.group_session_timeout_ms = int(info.session_timeout) or self.session_timeout_ms
+            self.group_topics = tuple(info.topics)
         self.current = self._admin(f"{controller.host}:{controller.grpc_port}")
         return self.current
 

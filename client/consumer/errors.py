@@ -71,7 +71,8 @@ class CommitFailed(GroupCoordinatorError):
     ``code_name`` is the first error. Typical codes: ``NOT_OWNER`` (the partition is
     not this member's), ``UNKNOWN_MEMBER`` (this member was evicted),
     ``ILLEGAL_GENERATION`` (a rebalance moved on without it), ``REBALANCE_IN_PROGRESS``
-    (its partitions were rewound: the new offsets win).
+    (its partitions were rewound: the new offsets win). A standalone commit (a manual
+    assignment; ``generation`` -1) gets ``NOT_OWNER`` while the group has live members.
     """
 
     def __init__(self, group: str, generation: int, code: int, partitions: Mapping[TopicPartition, str]) -> None:
@@ -79,7 +80,8 @@ class CommitFailed(GroupCoordinatorError):
         self.generation = generation
         self.partitions = dict(partitions)
         failed = [f"{tp.topic}-{tp.partition}: {name}" for tp, name in self.partitions.items() if name != "NONE"]
-        super().__init__(f"commit to group {group!r} (generation {generation}) failed with {error_name(code)}; "
+        who = f"generation {generation}" if generation >= 0 else "standalone: not a member"
+        super().__init__(f"commit to group {group!r} ({who}) failed with {error_name(code)}; "
                          f"nothing was stored ({'; '.join(failed) or 'no partitions'})", code)
 
 

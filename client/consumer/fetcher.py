@@ -332,8 +332,9 @@ class Fetcher:
                 return True
         return False
 
-    def take(self, max_records: int) -> list[Message]:
-        """Up to ``max_records`` messages in fetch order, moving the positions past them.
+    def take(self, max_records: int, advance: bool = True) -> list[Message]:
+        """Up to ``max_records`` messages in fetch order, moving the positions past them (unless not
+        ``advance``: the consumer's iterator moves each position as it returns each message).
 
         Chunks of paused partitions stay buffered; chunks from an older epoch are dropped.
         A chunk ending at a corrupt message fails its partition once its messages are taken.
@@ -362,10 +363,12 @@ class Fetcher:
             else:
                 out = taken  # a fully taken chunk's list is handed over as is: the chunk is dropped below
             if chunk.pos < len(records):
-                sub.advance(chunk.tp, taken[-1].next_offset)
+                if advance:
+                    sub.advance(chunk.tp, taken[-1].next_offset)
                 break
             del completed[i]
-            sub.advance(chunk.tp, chunk.end)
+            if advance:
+                sub.advance(chunk.tp, chunk.end)
             state = self._partitions.get(chunk.tp)
             if state is not None and state.epoch == chunk.epoch:
                 state.chunks -= 1

@@ -1,10 +1,13 @@
-"""The Consumer's calls on its group's offsets: commit, committed, and the live rewinds.
+"""The Consumer's calls on its group's offsets: commit, commit_async, committed, and the live rewinds.
 
 commit() and committed() store and read this group's offsets on the coordinator;
+commit_async() stores them without blocking (:mod:`~rill.client.consumer.async_commits`);
 rewind_offsets() and rewind_to_time() move them for the whole group, live (seed 003's
-"Offset Rewind"). All need ``group.id`` and are blocking, each bounded by
-``request.timeout.ms``; the work is :class:`~rill.client.consumer.group_client.GroupClient`'s,
-these calls choose the partitions and offsets.
+"Offset Rewind"). All need ``group.id``; all but commit_async() are blocking, each
+bounded by ``request.timeout.ms``. The work is
+:class:`~rill.client.consumer.group_client.GroupClient`'s, these calls choose the
+partitions and offsets. A consumer with a manual assignment (assign()) commits
+standalone: accepted only while the group has no live member.
 
 Not thread-safe: see :class:`~rill.client.consumer.consumer.Consumer`.
 """
@@ -13,7 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from rill.client.consumer.calls import ConsumerCalls, PartitionLike, partition_names
+from rill.client.consumer.async_commits import CommitCallback
+from rill.client.consumer.calls import ConsumerCalls, PartitionLike, partition_names, to_tp
 from rill.client.consumer.errors import IllegalStateError
 from rill.client.consumer.subscription import TopicPartition
 from rill.client.topic_names import validate_topic
@@ -34,10 +38,14 @@ class GroupOffsetCalls(ConsumerCalls):
         ``commit(offsets={(topic, partition): offset})``: exactly these offsets (each
         must be a message boundary, typically a message's ``next_offset``).
 
+        Earlier commit_async() calls are answered first (their callbacks run here), so
+        this commit is never overtaken by an older one.
+
         Raises:
             CommitFailed: nothing was stored: the coordinator's error code, per partition
                 (NOT_OWNER, UNKNOWN_MEMBER after an eviction, ILLEGAL_GENERATION,
-                REBALANCE_IN_PROGRESS after a rewind ...), or this consumer is rejoining.
+                REBALANCE_IN_PROGRESS after a rewind ...; for a manual assignment,
+                NOT_OWNER while the group has live members), or this consumer is rejoining.
             IllegalStateError: no ``group.id``; ``commit(topic, partition)`` for a partition
                 this consumer does not own; closed.
             ConnectionClosed: the coordinator could not be reached.
@@ -62,6 +70,29 @@ class GroupOffsetCalls(ConsumerCalls):
                 raise ValueError("commit(partition=...) needs a topic")
             chosen = sub.uncommitted()
         group.commit(chosen)
+
+    def commit_async(self, offsets: Mapping[PartitionLike, int] | None = None,
+                     callback: CommitCallback | None = None) -> None:
+        """Commit without blocking (kafka-python's ``commit_async``).
+
+        ``offsets``: ``{(topic, partition): offset}`` to commit exactly these; None: every
+        owned partition's position that changed since the last commit (as ``commit()``).
+        The commit is sent now if nothing is ahead of it and the coordinator is known,
+        else by the next poll(); commits are sent one at a time, in the order made.
+        ``callback(offsets, exception)`` runs inside a later poll(), commit() or close(), on
+        this thread: ``exception`` is None when the offsets were stored, else
+        CommitFailed (the coordinator's codes, as for commit()) or ConnectionClosed. Without
+        a callback a failure is only logged (``consumer.commit_async_failed``). close()
+        waits, up to ``request.timeout.ms``, for the commits still pending.
+
+        Raises:
+            IllegalStateError: no ``group.id``; closed.
+        """
+        self._check_open()
+        group = self._require_group("commit_async()")
+        chosen = {to_tp(tp): offset for tp, offset in offsets.items()} if offsets is not None \
+            else self._subscription.uncommitted()
+        group.async_commits.submit(chosen, callback)
 
     def committed(self, partition: PartitionLike) -> int | None:
         """The group's committed offset of ``partition`` (None when none is committed); blocking.

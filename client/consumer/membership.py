@@ -5,9 +5,13 @@ Seed 003's membership protocol, as docs/groups.md implements it:
 1. Find the coordinator (:mod:`~rill.client.consumer.coordinator_lookup`): ``ListGroups([group])``
    to a random broker; a group that does not exist yet is created.
 2. ``RegisterConsumer`` with the subscription (topics, static partitions) and, after
-   the first time, the member id. It answers only when the group's rebalance
-   completes, so it runs as a gRPC future: poll() checks it every turn and still
-   returns by its timeout; the future's done-callback wakes the loop.
+   the first time, the member id. A pattern that matches nothing yet registers with
+   no topics (the member takes part in the group's generations, so the coordinator
+   knows the topics that appear later are new), unless ListGroups lists topics for
+   the group: no topics would then mean "the group's topics", so it waits for a match.
+   It answers only when the group's rebalance completes, so it runs as a gRPC future:
+   poll() checks it every turn and still returns by its timeout; the future's
+   done-callback wakes the loop.
 3. On the answer: own its partitions, starting from the offsets it carries (-1: apply
    ``auto.offset.reset``), and heartbeat every ``heartbeat.interval.ms`` (also a
    future: the fetches are never held up by it; the timer is
@@ -158,6 +162,15 @@ class GroupMembership:
             return self._retry_at
         return math.inf
 
+    def end_membership(self, now: float) -> None:
+        """Stop being a member now (commit, on_revoke, give up the partitions, LeaveGroup), as the rejoin
+        that unsubscribe() asked for does at the next poll(): assign() replaces the subscription at once."""
+        if self.state == STABLE:
+            self._rejoin_reason = self._rejoin_reason or "a manual assignment replaces the subscription"
+            self._prepare_rejoin(now)
+        elif self.state == REGISTERING:
+            self.leave()
+
     def request_rejoin(self, reason: str) -> None:
         """Re-register on the next poll (the subscription changed)."""
         if self.state != UNJOINED:
@@ -184,6 +197,12 @@ class GroupMembership:
             return
         topics = sorted(sub.subscribed_topics())
         static = sorted(sub.static)
+        if not topics and not static and lookup.group_topics != ():
+            # A pattern that matches nothing yet. To the coordinator no topics means "the group's
+            # topics", and this group may have some of its own: wait until the pattern matches.
+            log.info("consumer.pattern_waiting", pattern=sub.pattern.pattern if sub.pattern else None, **self._ctx())
+            self._retry_at = math.inf  # request_rejoin() (the pattern matched) registers
+            return
         deadline = max(lookup.group_session_timeout_ms, self.session_timeout_ms) / 1000.0 + self.request_timeout
         future = coordinator.register_consumer_future(self.group, self.member_id, topics, static,
                                                       self.session_timeout_ms, timeout=deadline)
@@ -277,8 +296,7 @@ class GroupMembership:
             self.heartbeat.sent(now)  # try again after an interval
             return
         timeout = min(self.request_timeout, max(self.heartbeat.interval, self.heartbeat.session_timeout / 3))
-        self._heartbeat = coordinator.heartbeat_future(self.group, self.member_id, self.generation,
-                                                       self.session_timeout_ms, timeout=timeout)
+        self._heartbeat = coordinator.heartbeat_future(self.group, self.member_id, self.generation, timeout=timeout)
         self.heartbeat.sent(now)
         self._heartbeat.add_done_callback(self.network.wake)
 

@@ -6,7 +6,8 @@ seek_to_beginning/end) waits for a reset to its earliest or latest offset:
 them up and seeks; a partition whose leader is unknown waits for the poll loop's
 metadata refresh (``Fetcher.needs_metadata``, with its backoff). position(),
 beginning_offsets(), end_offsets() and metrics() use :meth:`OffsetFetcher.offset_for`
-directly, after one :meth:`OffsetFetcher.refresh_leaders` for all their partitions.
+directly, and offsets_for_times() :meth:`OffsetFetcher.offset_for_time`, after one
+:meth:`OffsetFetcher.refresh_leaders` for all their partitions.
 
 Blocking: one OFFSETS request per partition to its leader, over a plain connection of
 its own (a :class:`~rill.client.simple.SimpleConsumer` per broker: the fetch
@@ -30,6 +31,7 @@ from rill.client.consumer.subscription import EARLIEST, SubscriptionState, Topic
 from rill.client.cluster_metadata import ClusterMetadata
 from rill.client.protocol import requests as rq
 from rill.client.simple import SimpleConsumer
+from rill.client.structs import OffsetAndTimestamp
 
 log = structlog.get_logger(__name__)
 
@@ -95,6 +97,39 @@ class OffsetFetcher:
         Raises:
             BrokerError, ConnectionClosed: the lookup failed. LookupError: the leader is unknown.
         """
+        client, number = self._client_for(tp)
+        offsets = client.offsets_before(tp.topic, number, time_value, 1)
+        return offsets[0] if offsets else 0
+
+    def offset_for_time(self, tp: TopicPartition, timestamp_ms: int) -> OffsetAndTimestamp | None:
+        """Where to read ``tp`` from to see every message appended at or after ``timestamp_ms``; blocking.
+
+        OFFSETS at the time gives a message boundary at most one time-index interval before
+        the first such message (the log start when even the first message is that recent);
+        the log end means none is (None). TIME_INDEX then gives the append time of the
+        message at that offset (its index entry's). Three round trips to the leader.
+
+        Returns:
+            ``OffsetAndTimestamp(offset, append time ms)``, or None when nothing was appended
+            at or after ``timestamp_ms``.
+
+        Raises:
+            BrokerError, ConnectionClosed: a lookup failed. LookupError: the leader is unknown.
+        """
+        client, number = self._client_for(tp)
+        before = client.offsets_before(tp.topic, number, timestamp_ms, 1)
+        offset = before[0] if before else client.earliest_offset(tp.topic, number)
+        if offset >= client.latest_offset(tp.topic, number):
+            return None
+        entries = client.time_index(tp.topic, number, offset, 1)
+        return OffsetAndTimestamp(offset, entries[0][1] if entries else timestamp_ms)
+
+    def _client_for(self, tp: TopicPartition) -> tuple[SimpleConsumer, int]:
+        """The connection to ``tp``'s leader (opened or reopened as needed) and the leader's number for ``tp``.
+
+        Raises:
+            LookupError: the leader is unknown.
+        """
         leader = self.metadata.leader(tp.topic, tp.partition)
         if leader is None:
             raise LookupError(f"no leader known for {tp.topic}-{tp.partition}")
@@ -104,8 +139,7 @@ class OffsetFetcher:
                 client.close()  # the broker moved: drop the connection to its old address
             client = self._clients[leader.broker_id] = SimpleConsumer(
                 leader.host, leader.port, timeout=self.config.request_timeout)
-        offsets = client.offsets_before(tp.topic, self.metadata.broker_partition(tp.topic, tp.partition), time_value, 1)
-        return offsets[0] if offsets else 0
+        return client, self.metadata.broker_partition(tp.topic, tp.partition)
 
     def close(self) -> None:
         """Close the OFFSETS connections."""

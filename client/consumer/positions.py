@@ -1,21 +1,23 @@
 """The Consumer's calls on positions: where poll() reads each owned partition from, and pauses.
 
-position(), seek(), seek_to_beginning()/seek_to_end(), pause()/resume()/paused(), and
-the log bounds beginning_offsets()/end_offsets(). Positions are local: nothing here
-commits (see :mod:`~rill.client.consumer.group_offsets`). Lookups by time go through
-:class:`~rill.client.consumer.offset_fetcher.OffsetFetcher` (blocking OFFSETS requests).
+position(), seek(), seek_to_beginning()/seek_to_end(), pause()/resume()/paused(), the
+log bounds beginning_offsets()/end_offsets(), and offsets_for_times(). Positions are
+local: nothing here commits (see :mod:`~rill.client.consumer.group_offsets`). Lookups go
+through :class:`~rill.client.consumer.offset_fetcher.OffsetFetcher` (blocking OFFSETS
+requests).
 
 Not thread-safe: see :class:`~rill.client.consumer.consumer.Consumer`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from rill.client.consumer.calls import ConsumerCalls, PartitionLike, to_tp
 from rill.client.consumer.errors import NoOffsetForPartition
-from rill.client.consumer.subscription import EARLIEST, LATEST, TopicPartition
+from rill.client.consumer.subscription import COMMITTED, EARLIEST, LATEST, TopicPartition
 from rill.client.protocol import requests as rq
+from rill.client.structs import OffsetAndTimestamp
 
 
 class PositionCalls(ConsumerCalls):
@@ -25,16 +27,20 @@ class PositionCalls(ConsumerCalls):
         """The offset of the next message poll() will return for an owned partition.
 
         A pending reset (``auto.offset.reset``, seek_to_beginning/end) is resolved now
-        (blocking, one OFFSETS request).
+        (blocking, one OFFSETS request), and so is the start of a manually assigned
+        partition from the group's committed offset (one FetchOffsets).
 
         Raises:
             IllegalStateError: the partition is not owned. NoOffsetForPartition: no
-            position and ``auto.offset.reset`` is "none". BrokerError, ConnectionClosed:
-            the lookup failed.
+            position and ``auto.offset.reset`` is "none". BrokerError, ConnectionClosed,
+            GroupCoordinatorError: the lookup failed.
         """
         self._check_open()
         tp = self._owned(partition)
         state = self._subscription.state(tp)
+        if state.position is None and state.reset == COMMITTED:
+            self._require_group("position()").start_from_committed([tp])
+            state = self._subscription.state(tp)
         if state.position is None:
             if state.reset in (EARLIEST, LATEST):
                 time_value = rq.EARLIEST_TIME if state.reset == EARLIEST else rq.LATEST_TIME
@@ -98,6 +104,37 @@ class PositionCalls(ConsumerCalls):
         """Each partition's log end offset: where the next message will go (blocking OFFSETS requests)."""
         self._check_open()
         return self._offsets_at(partitions, rq.LATEST_TIME)
+
+    def offsets_for_times(self, timestamps: Mapping[PartitionLike, int]) -> dict[TopicPartition,
+                                                                                 OffsetAndTimestamp | None]:
+        """For each partition, where to read from to see every message appended at or after its time
+        (kafka-python's ``offsets_for_times``); any partition, owned or not. Blocking: three requests
+        per partition to its leader (OFFSETS at the time, at the end, and TIME_INDEX).
+
+        ``timestamps``: ``{TopicPartition or (topic, partition): ms since the epoch}``. The
+        Kafka 0.7 format has no message timestamps, so times are the broker's append times
+        and the answer is as exact as its sparse time index: the offset is a message
+        boundary at most one index interval (``log.index.interval.bytes`` /
+        ``log.index.interval.ms``) before the first message appended at or after the time,
+        never after it (a Kafka 0.7 broker answers to a whole segment); the timestamp is
+        the append time of the message at that offset, which may be before the time asked.
+        Pass the offset to seek().
+
+        Returns:
+            ``{TopicPartition: OffsetAndTimestamp(offset, timestamp)}``, None for a partition
+            where nothing was appended at or after the time.
+
+        Raises:
+            ValueError: a negative time. LookupError: a partition with no known leader (no such
+            topic). BrokerError, ConnectionClosed: a lookup failed.
+        """
+        self._check_open()
+        wanted = {to_tp(p): int(ms) for p, ms in timestamps.items()}
+        negative = [f"{t}-{p}: {ms}" for (t, p), ms in wanted.items() if ms < 0]
+        if negative:
+            raise ValueError(f"timestamps must be >= 0 (ms since the epoch): {', '.join(negative)}")
+        self._offsets.refresh_leaders(wanted)
+        return {tp: self._offsets.offset_for_time(tp, ms) for tp, ms in wanted.items()}
 
     def _offsets_at(self, partitions: Iterable[PartitionLike], time_value: int) -> dict[TopicPartition, int]:
         tps = list(map(to_tp, partitions))

@@ -17,6 +17,18 @@ ASSIGNMENT_STRATEGIES = ("range", "roundrobin", "sticky")
 OFFSET_RESETS = ("earliest", "latest", "none")
 
 
+def _timeout_or_forever(value: Any) -> int:
+    """Milliseconds >= 0, or -1 for forever (Kafka 0.7's default; kafka-python's ``float('inf')`` and None too)."""
+    if value is None or value == float("inf"):
+        return -1
+    if isinstance(value, bool):
+        raise TypeError(f"expected milliseconds, got {value!r}")
+    number = int(value)
+    if number < -1:
+        raise ValueError(f"must be >= 0, or -1 for forever, got {number}")
+    return number
+
+
 def _optional_group(value: Any) -> str | None:
     if value is None:
         return None
@@ -47,6 +59,8 @@ SETTINGS: tuple[Setting, ...] = (
             non_negative(int)),
     Setting("fetch.min.bytes", 1, "bytes the broker waits for before answering a fetch", positive(int)),
     Setting("max.poll.records", 500, "most messages one poll() returns", positive(int)),
+    Setting("consumer.timeout.ms", -1, "iteration (for message in consumer) stops after this long without a "
+            "message; -1: never (kafka-python's consumer_timeout_ms)", _timeout_or_forever),
     Setting("assignment.strategy", "range", "how the coordinator divides partitions (used when this "
             "consumer creates the group): range, roundrobin or sticky", choice(*ASSIGNMENT_STRATEGIES)),
     Setting("request.timeout.ms", 30_000, "deadline of a request to a broker or the coordinator",

@@ -4,12 +4,17 @@
   coordinator assigns (``add_topic(topic)``), topics matching a pattern
   (``subscribe(pattern=...)``, matched against cluster metadata) and static
   partitions (``add_topic(topic, partition)``, never handed to anyone else).
-- The **assignment** is what this consumer owns now: the coordinator's answer, or the
-  static partitions alone without a group. Each owned partition has a
-  :class:`PartitionState`.
+- Or, instead, a **manual assignment** (``assign(partitions)``, kafka-python's): the
+  partitions in ``manual``, read without group membership. The two never mix (the
+  consumer's calls refuse it), so ``manual`` is empty whenever there is a subscription.
+- The **assignment** is what this consumer owns now: the coordinator's answer, the
+  static partitions alone without a group, or the manual partitions. Each owned
+  partition has a :class:`PartitionState`.
 - A partition's **position** is the offset of the next message poll() will return
-  (Kafka's position): it moves only when poll() returns messages, or by seek(). It is
-  ``None`` while a reset (auto.offset.reset, seek_to_beginning/end) is pending.
+  (Kafka's position): it moves only when poll() returns messages (or the iterator
+  yields one), or by seek(). It is ``None`` while a reset (auto.offset.reset,
+  seek_to_beginning/end) or, for a manually assigned partition, the lookup of the
+  group's committed offset is pending.
 - The **epoch** of a partition grows with every seek, reset and (re)assignment; the
   fetcher drops fetched data from an older epoch, so nothing fetched before a seek or
   a rebalance is ever returned after it.
@@ -28,13 +33,14 @@ from rill.client.topic_names import is_internal_topic
 
 EARLIEST = "earliest"
 LATEST = "latest"
+COMMITTED = "committed"  # a manually assigned partition: the group's committed offset, else auto.offset.reset
 
 
 class PartitionState:
     """One owned partition.
 
-    ``position``: next offset to return, None while ``reset`` (EARLIEST or LATEST) is
-    pending. ``committed``: the offset this consumer last committed or was given by
+    ``position``: next offset to return, None while ``reset`` (EARLIEST, LATEST or
+    COMMITTED) is pending. ``committed``: the offset this consumer last committed or was given by
     the coordinator (None: unknown), used to skip commits that would change nothing.
     ``error``: raised by poll() until the partition is seeked (the fetcher stops
     fetching it meanwhile). ``epoch``: see the module docstring.
@@ -63,6 +69,8 @@ class SubscriptionState:
         self.pattern: re.Pattern[str] | None = None
         self.matched: set[str] = set()
         self.static: set[TopicPartition] = set()
+        self.pattern_matched = False  # the pattern was matched against the cluster's topics at least once
+        self.manual: set[TopicPartition] = set()
         self.assignment: dict[TopicPartition, PartitionState] = {}
         self.paused: set[TopicPartition] = set()
         self._epoch = 0
@@ -74,7 +82,13 @@ class SubscriptionState:
         return self.topics | self.matched
 
     def has_subscription(self) -> bool:
-        return bool(self.topics or self.matched or self.static)
+        """Is there anything for the group to assign (makes the consumer a member)?
+
+        A pattern counts once it was matched, even when it matched nothing: the member
+        then takes part in the group's generations, so the coordinator knows the topics
+        that appear later are new to the group (they start at their beginning).
+        """
+        return bool(self.topics or self.matched or self.static or (self.pattern is not None and self.pattern_matched))
 
     def set_matched(self, all_topics: Iterable[str]) -> bool:
         """Match the pattern against the cluster's topics; True when the matched set changed."""
@@ -82,6 +96,7 @@ class SubscriptionState:
             changed = bool(self.matched)
             self.matched = set()
             return changed
+        self.pattern_matched = True
         matched = {t for t in all_topics if self.pattern.fullmatch(t) and not is_internal_topic(t)}  # as Kafka's
         # exclude.internal.topics: a pattern never subscribes to __rill_groups
         changed = matched != self.matched
@@ -110,11 +125,12 @@ class SubscriptionState:
             self.assignment[tp] = state
         self.paused &= set(self.assignment)
 
-    def add_partition(self, tp: TopicPartition) -> None:
-        """Own one more partition, from the reset policy (static partitions without a group)."""
+    def add_partition(self, tp: TopicPartition, reset: str | None = None) -> None:
+        """Own one more partition (static partitions without a group, manual assignments), starting from
+        ``reset`` (default: the reset policy; COMMITTED: the group's committed offset first)."""
         if tp not in self.assignment:
             state = self.assignment[tp] = PartitionState(self._next_epoch())
-            state.reset = self.default_reset
+            state.reset = reset or self.default_reset
 
     def remove_partition(self, tp: TopicPartition) -> None:
         self.assignment.pop(tp, None)
@@ -157,6 +173,11 @@ class SubscriptionState:
     def needs_reset(self) -> list[TopicPartition]:
         """Owned partitions whose position must be looked up (reset policy earliest/latest)."""
         return [tp for tp, s in self.assignment.items() if s.position is None and s.reset in (EARLIEST, LATEST)
+                and s.error is None]
+
+    def needs_committed(self) -> list[TopicPartition]:
+        """Manually assigned partitions waiting for the group's committed offset."""
+        return [tp for tp, s in self.assignment.items() if s.position is None and s.reset == COMMITTED
                 and s.error is None]
 
     def missing_offsets(self) -> list[TopicPartition]:

@@ -75,6 +75,8 @@ class RecordAccumulator:
         self._incomplete: set[Completion] = set()  # batches and unassigned placeholders not yet resolved
         self._blocked = 0  # appends waiting for room
         self._flushing = 0
+        self.on_failed: Callable[[str, int], None] = lambda topic, records: None
+        """Told (topic, messages) when unassigned messages fail (the producer's metrics)."""
 
     # ---------------------------------------------------------------- caller's thread
 
@@ -399,10 +401,13 @@ class RecordAccumulator:
                 del self.topics[topic]
             self._incomplete.discard(pending)
             result = BatchResult.failed(topic, error)
+            failed = 0
             for _, _, _, size, response in pending.entries:
                 self.used -= size
+                failed += len(response)
                 response._assign(((result, 0, len(response)),))
             if self._blocked:
                 self._space.notify_all()
+        self.on_failed(topic, failed)
         return pending.resolve()
 

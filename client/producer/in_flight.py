@@ -33,6 +33,7 @@ class InFlight:
     deadline: float
     batches: list[ProducerBatch] = field(default_factory=list)
     topics: list[str] = field(default_factory=list)
+    queued_at: float = 0.0  # monotonic seconds: the request latency in Producer.metrics() starts here
 
 
 BrokerLink = BrokerSocket[InFlight]

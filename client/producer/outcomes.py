@@ -13,7 +13,8 @@ Every batch taken from the accumulator ends in one of three ways, all decided he
 
 Completing or failing a batch releases its bytes of ``buffer.memory`` and runs its
 futures' callbacks (:func:`run_callbacks`: one that raises is logged as
-``producer.callback_failed`` and the others still run).
+``producer.callback_failed`` and the others still run). Each outcome is counted in
+:class:`~rill.client.producer.metrics.ProducerMetrics`.
 
 Not thread-safe: the send thread only.
 """
@@ -29,6 +30,7 @@ from rill.client.errors import error_for_code
 from rill.client.producer.accumulator import PartitionQueue, ProducerBatch, RecordAccumulator
 from rill.client.producer.errors import ProducerTimeout, is_retriable
 from rill.client.producer.in_flight import BrokerLink, InFlight, Kind
+from rill.client.producer.metrics import ProducerMetrics
 from rill.client.protocol import requests as rq
 from rill.client.protocol.framing import DecodeError
 
@@ -55,10 +57,12 @@ class BatchOutcomes:
     ``stopping()`` says whether the send thread is ending: then nothing is retried.
     """
 
-    def __init__(self, accumulator: RecordAccumulator, config: SenderConfig, stopping: Callable[[], bool]) -> None:
+    def __init__(self, accumulator: RecordAccumulator, config: SenderConfig, stopping: Callable[[], bool],
+                 metrics: ProducerMetrics | None = None) -> None:
         self.acc = accumulator
         self.config = config
         self._stopping = stopping
+        self.metrics = metrics if metrics is not None else ProducerMetrics()
         self.audit: Callable[[ProducerBatch], None] | None = None
         """Called with each batch acknowledged with offsets (rill.client.producer.audit_ledger), if set."""
 
@@ -66,10 +70,12 @@ class BatchOutcomes:
         batch.first_offset = first_offset
         if self.audit is not None and first_offset >= 0:
             self.audit(batch)
+        self.metrics.acknowledged(batch.topic, _records(batch), len(batch.encoded) if batch.encoded else batch.size)
         self._finish(batch)
 
     def fail(self, batch: ProducerBatch, error: BaseException) -> None:
         batch.error = error
+        self.metrics.failed(batch.topic, _records(batch))
         self._finish(batch)
 
     def _finish(self, batch: ProducerBatch) -> None:
@@ -87,6 +93,7 @@ class BatchOutcomes:
         retriable = is_retriable(error) and not self._stopping()
         for batch in batches:
             if retriable and batch.attempts < self.config.retries:
+                self.metrics.retried(batch.topic, _records(batch))
                 batch.attempts += 1
                 batch.not_before = now + self.config.retry_backoff
                 batch.deadline = batch.not_before + self.config.request_timeout
@@ -153,10 +160,15 @@ class BatchOutcomes:
         if not expired:
             return
         why = reason(queue.topic, queue.partition)
-        count = sum(len(b.lengths) or len(b.payloads) for b in expired)
+        count = sum(map(_records, expired))
         log.warning("producer.batch_expired", client_id=self.config.client_id, topic=queue.topic,
                     partition=queue.partition, messages=count, reason=why)
         error = ProducerTimeout(f"{count} message(s) for {queue.topic}-{queue.partition} not sent within "
                                 f"request.timeout.ms={self.config.request_timeout * 1000:.0f}: {why}")
         for batch in expired:
             self.fail(batch, error)
+
+
+def _records(batch: ProducerBatch) -> int:
+    """How many messages ``batch`` holds (their lengths once encoded, their payloads before)."""
+    return len(batch.lengths) or len(batch.payloads)

@@ -36,6 +36,7 @@ from rill.client.producer.errors import ProducerClosed, ProducerTimeout
 from rill.client.producer.future import MESSAGE_OVERHEAD, BatchResult, SendResponse
 from rill.client.producer.partitioner import partitioner_for
 from rill.client.producer.metadata_updater import MetadataSource, MetadataUpdater, ProducerMetadata, UpdaterFactory
+from rill.client.producer.metrics import ProducerMetrics
 from rill.client.producer.sender import Sender, SenderConfig
 from rill.client.protocol import requests as rq
 from rill.client.protocol.messages import CODEC_GZIP, CODEC_NONE
@@ -164,6 +165,8 @@ class Producer:
         self._acc = RecordAccumulator(
             batch_size=c["batch.size"], linger=c["linger.ms"] / 1000, buffer_memory=c["buffer.memory"],
             max_block=c["max.block.ms"] / 1000, request_timeout=request_timeout, partitioner=self._partitioner)
+        self._metrics = ProducerMetrics()
+        self._acc.on_failed = self._metrics.failed
         self._metadata_source: MetadataSource | None = None
         metadata: UpdaterFactory = MetadataUpdater
         bootstrap = c["bootstrap.servers"]
@@ -178,7 +181,8 @@ class Producer:
             max_in_flight=c["max.in.flight.requests.per.connection"], request_timeout=request_timeout,
             retries=c["retries"], retry_backoff=c["retry.backoff.ms"] / 1000,
             metadata_max_age=c["metadata.max.age.ms"] / 1000, max_request_size=c["max.request.size"],
-            client_id=self.client_id), metadata, self._audit.ledger.record_batch if self._audit else None)
+            client_id=self.client_id), metadata, self._audit.ledger.record_batch if self._audit else None,
+            self._metrics)
         self._sender.start()
         if self._audit is not None:
             self._audit.start()
@@ -309,8 +313,9 @@ class Producer:
         return self._failed(topic, count, WrongPartition(
             f"partition {partition} of topic {topic!r} does not exist (it has {partitions} partitions)"))
 
-    @staticmethod
-    def _failed(topic: str, count: int, error: BaseException) -> SendResponse:
+    def _failed(self, topic: str, count: int, error: BaseException) -> SendResponse:
+        """A response failed at once, before anything was queued (counted in metrics() as errors)."""
+        self._metrics.failed(topic, count)
         return SendResponse(((BatchResult.failed(topic, error), 0, count),), count)
 
     # ---------------------------------------------------------------- flush and close
@@ -389,6 +394,15 @@ class Producer:
     def buffered_bytes(self) -> int:
         """Bytes of messages queued or in flight now (at most ``buffer.memory``)."""
         return self._acc.used
+
+    def metrics(self) -> dict[str, Any]:
+        """Totals since the producer started (kafka-python's ``metrics()``, as plain numbers): records,
+        bytes, batches and requests sent, errors, retries, requests in flight, buffer use, request
+        latency, and per topic counts; :meth:`ProducerMetrics.snapshot
+        <rill.client.producer.metrics.ProducerMetrics.snapshot>` lists every key. Cheap (no request):
+        call it as often as you like, from any thread.
+        """
+        return self._metrics.snapshot(self._acc.used, self._buffer_memory)
 
     def __enter__(self) -> Producer:
         return self

@@ -40,6 +40,7 @@ from rill.client.producer.accumulator import ProducerBatch, RecordAccumulator
 from rill.client.producer.errors import ProducerClosed, ProducerTimeout
 from rill.client.producer.in_flight import BrokerLink, InFlight, Kind, SocketState, next_deadline
 from rill.client.producer.metadata_updater import MetadataUpdater, ProducerMetadata, UpdaterFactory
+from rill.client.producer.metrics import ProducerMetrics
 from rill.client.producer.outcomes import BatchOutcomes, run_callbacks
 from rill.client.protocol import requests as rq
 from rill.client.protocol.framing import DecodeError
@@ -73,7 +74,8 @@ class Sender:
 
     def __init__(self, accumulator: RecordAccumulator, cluster: ProducerMetadata, config: SenderConfig,
                  metadata: UpdaterFactory = MetadataUpdater,
-                 audit: Callable[[ProducerBatch], None] | None = None) -> None:
+                 audit: Callable[[ProducerBatch], None] | None = None,
+                 metrics: ProducerMetrics | None = None) -> None:
         self.acc = accumulator
         self.cluster = cluster
         self.config = config
@@ -83,7 +85,9 @@ class Sender:
         self._wanted: set[Address] = set()
         self._changed = False  # this turn failed a connection (and maybe put batches back): look again at once
         self._metadata = metadata(accumulator, cluster, config, self._links, self._connect, self._request)
-        self._outcomes = BatchOutcomes(accumulator, config, stopping=lambda: self._stop_error is not None)
+        self.metrics = metrics if metrics is not None else ProducerMetrics()
+        self._outcomes = BatchOutcomes(accumulator, config, stopping=lambda: self._stop_error is not None,
+                                       metrics=self.metrics)
         self._outcomes.audit = audit  # each acknowledged batch, for the audit events (None: off)
         self.thread = threading.Thread(target=self._run, name=f"rill-producer-{config.client_id}", daemon=True)
         accumulator.wakeup = self.wakeup
@@ -128,6 +132,7 @@ class Sender:
         if self._changed:  # the deadlines above may be stale (a reconnection, a retry to schedule)
             wake_at = now
         timeout = None if wake_at == float("inf") else max(0.0, wake_at - time.monotonic())
+        self.metrics.requests_in_flight = sum(link.in_flight for link in self._links.values())
         for link, mask in self._loop.wait(timeout):
             if mask & selectors.EVENT_WRITE:
                 self._on_writable(link)
@@ -193,11 +198,13 @@ class Sender:
         else:
             parts = rq.encode_multiproduce_parts(produces)
         self._queue(link, Kind.PRODUCE, parts, now, batches=batches)
+        self.metrics.request_sent()
 
     def _queue(self, link: BrokerLink, kind: Kind, frame: Sequence[bytes | memoryview], now: float, *,
                batches: list[ProducerBatch] | None = None, topics: list[str] | None = None) -> None:
         answered = kind is not Kind.PRODUCE or bool(self.config.acks)  # acks=none: MULTIPRODUCE, no answer
-        link.send(frame, InFlight(kind, now + self._response_timeout(), batches or [], topics or []), answered=answered)
+        link.send(frame, InFlight(kind, now + self._response_timeout(), batches or [], topics or [], now),
+                  answered=answered)
 
     def _request(self, link: BrokerLink, kind: Kind, frame: Sequence[bytes | memoryview], now: float,
                  topics: list[str]) -> None:
@@ -250,8 +257,10 @@ class Sender:
             self._metadata.on_metadata(request, body, now)
         elif request.kind is Kind.PROBE:
             self._metadata.on_probe(request, body)
-        elif self._outcomes.on_produce(link, request, body, now):
-            self._metadata.stale = True
+        else:
+            self.metrics.answered(now - request.queued_at)
+            if self._outcomes.on_produce(link, request, body, now):
+                self._metadata.stale = True
 
     # ---------------------------------------------------------------- connections
 

@@ -250,18 +250,16 @@ class RegisterConsumerResponse(_message.Message):
     def __init__(self, client_id: _Optional[str] = ..., consumer_group: _Optional[str] = ..., partitions_to_own: _Optional[_Iterable[_Union[PartitionOffset, _Mapping]]] = ..., error_code: _Optional[_Union[ErrorCode, str]] = ..., consumer_id: _Optional[str] = ..., generation: _Optional[int] = ..., session_timeout: _Optional[int] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
-    __slots__ = ("client_id", "session_timeout", "consumer_group", "consumer_id", "generation")
+    __slots__ = ("client_id", "consumer_group", "consumer_id", "generation")
     CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
-    SESSION_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
     CONSUMER_ID_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     client_id: str
-    session_timeout: int
     consumer_group: str
     consumer_id: str
     generation: int
-    def __init__(self, client_id: _Optional[str] = ..., session_timeout: _Optional[int] = ..., consumer_group: _Optional[str] = ..., consumer_id: _Optional[str] = ..., generation: _Optional[int] = ...) -> None: ...
+    def __init__(self, client_id: _Optional[str] = ..., consumer_group: _Optional[str] = ..., consumer_id: _Optional[str] = ..., generation: _Optional[int] = ...) -> None: ...
 
 class HeartbeatResponse(_message.Message):
     __slots__ = ("controller_generation", "error_code")

@@ -144,8 +144,7 @@ class FakeCoordinator:
         self.registers.append({"consumer_id": consumer_id, "topics": list(topics), "static": list(static_partitions)})
         return self.register_futures.popleft() if self.register_futures else FakeFuture()
 
-    def heartbeat_future(self, group: str, consumer_id: str, generation: int, session_timeout_ms: int,
-                         timeout: float) -> FakeFuture:
+    def heartbeat_future(self, group: str, consumer_id: str, generation: int, timeout: float) -> FakeFuture:
         self.heartbeats.append({"consumer_id": consumer_id, "generation": generation})
         return FakeFuture(pb.HeartbeatResponse(controller_generation=generation, error_code=self.heartbeat_answer))
 
