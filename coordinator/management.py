@@ -16,7 +16,9 @@ the records to persist, and change nothing themselves.
 - ListGroups: with no names, every group that exists (also EMPTY ones: their
   offsets are still kept; ``state`` tells them apart). With names, those groups
   in that order, GROUP_NOT_FOUND in the GroupInfo of a missing one and as the
-  response's ``error_code``. ``topics`` is the group's topics plus its members'.
+  response's ``error_code``. ``topics`` is the group's topics, its live members'
+  and those it has committed offsets for: a group a consumer created has no topics
+  of its own, and once its members have left only its commits say what it reads.
 """
 
 from __future__ import annotations
@@ -93,7 +95,8 @@ def delete(groups: Mapping[str, Group], req: pb.DeleteGroupRequest) -> tuple[pb.
 def group_info(group: Group, broker: pb.Broker) -> pb.GroupInfo:
     return pb.GroupInfo(
         group_name=group.name, group_members=sorted(group.members),
-        topics=sorted(group.topics | group.subscribed_topics()), controller_broker=broker,
+        topics=sorted(group.topics | group.subscribed_topics() | {tp.topic for tp in group.offsets}),
+        controller_broker=broker,
         session_timeout=group.session_timeout_ms, error_code=pb.NONE, state=group.state.value,
         generation=group.generation, assignment_strategy=group.strategy, ephemeral=group.ephemeral)
 

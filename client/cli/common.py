@@ -76,12 +76,36 @@ def positive_float(text: str) -> float:
     return value
 
 
+def bootstrap_servers(text: str) -> list[tuple[str, int]]:
+    """argparse type for ``HOST[:PORT][,HOST[:PORT]...]`` (Kafka's ``bootstrap.servers``; port 9092 when omitted)."""
+    parts = [part for part in text.split(",") if part.strip()]
+    if not parts:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT[,HOST:PORT...], got {text!r}")
+    return [broker_address(part) for part in parts]
+
+
+class _Bootstrap(argparse.Action):
+    """Stores the addresses as ``bootstrap`` and the first as ``broker`` (commands that talk to one broker)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        namespace.bootstrap = values
+        namespace.broker = values[0]
+
+
 def add_broker_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--broker HOST:PORT`` (also ``-b`` and Kafka's ``--bootstrap-server``) and ``--timeout``."""
-    default = os.environ.get(BROKER_ENV) or DEFAULT_BROKER
-    parser.add_argument("-b", "--broker", "--bootstrap-server", dest="broker", metavar="HOST:PORT",
-                        type=broker_address, default=broker_address(default),
-                        help=f"broker to connect to (default: ${BROKER_ENV} or {DEFAULT_BROKER})")
+    """``--bootstrap-server HOST:PORT[,HOST:PORT...]`` (also ``-b`` and ``--broker``) and ``--timeout``.
+
+    The addresses are brokers' data-plane ports (Kafka's ``--bootstrap-server``): ``args.bootstrap``
+    lists them, ``args.broker`` is the first. Commands that need a gRPC port find it through
+    METADATA (rill.client.cli.bootstrap).
+    """
+    default = bootstrap_servers(os.environ.get(BROKER_ENV) or DEFAULT_BROKER)
+    parser.add_argument("-b", "--bootstrap-server", "--broker", dest="bootstrap", metavar="HOST:PORT[,HOST:PORT]",
+                        type=bootstrap_servers, action=_Bootstrap, default=default,
+                        help=f"brokers' data-plane addresses, comma-separated (default: ${BROKER_ENV} or "
+                             f"{DEFAULT_BROKER})")
+    parser.set_defaults(broker=default[0])
     parser.add_argument("--timeout", type=positive_float, default=30.0, metavar="SECONDS",
                         help="socket timeout for connecting and for each response (default: 30)")
 

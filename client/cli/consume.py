@@ -1,16 +1,21 @@
-"""``rill consume``: print messages to stdout, one per line (kcat -C, kafka-console-consumer)."""
+"""``rill consume``: print messages to stdout, one per line (kcat -C, kafka-console-consumer).
+
+Without ``--group`` it reads the partitions itself (each from its broker, from
+``--offset``) and keeps no offsets; ``--group G`` is consume_group's.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from rill.client.cli.common import (CliError, EXIT_USAGE, add_broker_arguments, info, non_negative_int,
                                     positive_int, topic_name, unknown_topic)
+from rill.client.cli.consume_group import run_group
 from rill.client.cli.formatting import DEFAULT_FORMAT, OFFSET_FORMAT, compile_format
 from rill.client.cluster_metadata import ClusterMetadata
-from rill.client.errors import BrokerError, InvalidOffset, OffsetOutOfRange, RillError
+from rill.client.errors import BrokerError, InvalidOffset, OffsetOutOfRange
 from rill.client.protocol.messages import Message
 from rill.client.protocol.requests import FetchRequest
 from rill.client.simple import DEFAULT_FETCH_SIZE_LIMIT, DEFAULT_MAX_FETCH_SIZE, FetchResult, SimpleConsumer
@@ -23,15 +28,21 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p = subparsers.add_parser(
         "consume", help="print messages to stdout",
         description="Print a topic's messages to stdout, one per line, from the given offset to the end of "
-                    "each partition (or forever with --follow). A summary goes to stderr.")
+                    "each partition (or forever with --follow); with --group, as a member of a consumer group "
+                    "from its committed offsets. A summary goes to stderr.")
     add_broker_arguments(p)
     p.add_argument("-t", "--topic", required=True, type=topic_name)
     p.add_argument("-p", "--partition", type=non_negative_int, default=None,
                    help="consume only this partition (default: every partition)")
+    p.add_argument("-G", "--group", metavar="GROUP", default=None,
+                   help="consume as a member of this consumer group: its coordinator assigns the partitions, "
+                        "reading starts at the group's committed offsets (--offset where none is) and each "
+                        "batch written is committed (kcat -G)")
     start = p.add_mutually_exclusive_group()
     start.add_argument("-o", "--offset", type=parse_offset, default="earliest", metavar="earliest|latest|N",
                        help="where to start: earliest (default), latest, or a byte offset N "
-                            "(a message boundary; needs --partition)")
+                            "(a message boundary; needs --partition); with --group, where a partition without "
+                            "a committed offset starts")
     start.add_argument("--from-beginning", dest="offset", action="store_const", const="earliest",
                        help="same as --offset earliest")
     p.add_argument("-F", "--follow", action="store_true",
@@ -70,15 +81,22 @@ def output_format(args: argparse.Namespace) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.group is not None and (args.partition is not None or isinstance(args.offset, int)):
+        raise CliError("--group takes the partitions its coordinator assigns, from the committed offsets: "
+                       "not --partition or --offset N", EXIT_USAGE)
     if isinstance(args.offset, int) and args.partition is None:
         raise CliError("--offset N needs --partition (a byte offset belongs to one partition)", EXIT_USAGE)
     try:
         render = compile_format(output_format(args))
     except ValueError as exc:
         raise CliError(f"--format: {exc}", EXIT_USAGE) from exc
+    if args.group is not None:
+        with TopicReader(args.bootstrap, args.topic, timeout=args.timeout) as reader:
+            reader.partitions()  # an unknown topic is an error here too, not an empty assignment
+        return run_group(args, render)
     out = sys.stdout.buffer
     printed = 0
-    with TopicReader(args.broker, args.topic, fetch_size=args.fetch_size, timeout=args.timeout) as reader:
+    with TopicReader(args.bootstrap, args.topic, fetch_size=args.fetch_size, timeout=args.timeout) as reader:
         positions = start_positions(reader, args)
         try:
             for messages in poll(reader, positions, args.follow, args.poll_ms):
@@ -104,11 +122,12 @@ class TopicReader:
     come back under the cluster-wide number.
     """
 
-    def __init__(self, bootstrap: tuple[str, int], topic: str, *, fetch_size: int, timeout: float | None) -> None:
+    def __init__(self, bootstrap: Sequence[tuple[str, int]], topic: str, *, fetch_size: int = DEFAULT_MAX_FETCH_SIZE,
+                 timeout: float | None) -> None:
         self.topic = topic
         self.fetch_size = fetch_size
         self.timeout = timeout
-        self.metadata = ClusterMetadata([bootstrap], timeout=timeout or 10.0)
+        self.metadata = ClusterMetadata(bootstrap, timeout=timeout or 10.0)
         self.clients: dict[tuple[str, int], SimpleConsumer] = {}
 
     def __enter__(self) -> TopicReader:
@@ -119,10 +138,9 @@ class TopicReader:
             client.close()
 
     def partitions(self) -> int:
-        try:
-            self.metadata.refresh([self.topic])
-        except RillError as exc:
-            raise CliError(str(exc)) from exc
+        """The topic's partition count (asks METADATA). Raises CliError for an unknown topic, ConnectionClosed
+        when no bootstrap broker answers."""
+        self.metadata.refresh([self.topic])
         count = self.metadata.partitions(self.topic)
         if count is None:
             raise unknown_topic(self.topic)

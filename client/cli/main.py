@@ -1,4 +1,8 @@
-"""The ``rill`` command: produce, consume, topics and perf subcommands.
+"""The ``rill`` command: produce, consume, topics, groups, perf and spark subcommands.
+
+Every command takes ``--bootstrap-server HOST:PORT[,HOST:PORT...]``, brokers' data-plane
+addresses; those that need a gRPC port find it through METADATA (rill.client.cli.bootstrap).
+The ``rill perf`` benchmarks of one broker's coordinator take its ``--grpc`` address.
 
 Exit codes: 0 success, 1 an error (broker error, unreachable broker, corrupt data),
 2 bad usage, 130 interrupted. Expected errors print one ``rill: error: ...`` line on
@@ -13,7 +17,9 @@ import sys
 from collections.abc import Sequence
 
 from rill.client.cli import consume, groups, perf, produce, spark, topics
+from rill.client.cli.bootstrap import wrong_port_hint
 from rill.client.cli.common import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, CliError, cli_logging
+from rill.client.cli.reset_targets import join_dash_values
 from rill.client.errors import BrokerError, ConnectionClosed, CorruptMessageError, RillError, UnknownTopic
 from rill.client.protocol.framing import DecodeError
 
@@ -52,7 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(join_dash_values(argv))
     except SystemExit as exc:  # argparse: --help (0) or bad usage (2)
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     args.argv = argv
@@ -69,6 +75,9 @@ def run(args: argparse.Namespace) -> int:
         return exc.exit_code
     except ConnectionClosed as exc:
         print(f"rill: error: {exc}", file=sys.stderr)
+        hint = wrong_port_hint(args)
+        if hint:
+            print(f"rill: error: {hint}", file=sys.stderr)
         return EXIT_ERROR
     except RillError as exc:
         print(f"rill: error: {describe(exc, args)}", file=sys.stderr)

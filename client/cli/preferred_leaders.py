@@ -1,8 +1,9 @@
 """``rill topics elect-leaders``: preferred leader election, as Kafka's ``kafka-leader-election.sh
 --election-type preferred``.
 
-Asks any broker's Admin service (``--grpc``) for ElectLeaders; the AdminClient follows a
-NOT_CONTROLLER answer to the controller. ``--topic T`` elects every partition of T
+Asks any broker's Admin service (its gRPC port found through ``--bootstrap-server``, or
+``--grpc``) for ElectLeaders; the AdminClient follows a NOT_CONTROLLER answer to the
+controller. ``--topic T`` elects every partition of T
 (``--partition P``, repeatable, only those); ``--all-topics`` every partition of every
 replicated topic. One line per partition on stdout, in Kafka's words, then a summary::
 
@@ -21,7 +22,7 @@ import argparse
 from collections.abc import Iterable
 
 from rill.client.cli.common import CliError, non_negative_int, topic_name
-from rill.client.cli.groups import add_grpc_arguments
+from rill.client.cli.bootstrap import add_admin_arguments, admin_address
 from rill.client.grpc_client import AdminClient, error_name
 from rill.v1 import admin_pb2 as apb
 from rill.v1 import coordinator_pb2 as pb
@@ -36,7 +37,7 @@ def add_elect_leaders(actions: argparse._SubParsersAction[argparse.ArgumentParse
                                description="Preferred leader election (kafka-leader-election.sh): the controller "
                                            "makes each partition's first assigned replica its leader again, where "
                                            "that replica is alive and in sync.")
-    add_grpc_arguments(elect)
+    add_admin_arguments(elect)
     which = elect.add_mutually_exclusive_group(required=True)
     which.add_argument("-t", "--topic", type=topic_name, help="the topic whose partitions to elect")
     which.add_argument("--all-topics", "--all-topic-partitions", dest="all_topics", action="store_true",
@@ -54,7 +55,7 @@ def run_elect_leaders(args: argparse.Namespace) -> int:
     asked: list[tuple[str, int | None]] | None = None
     if args.topic:
         asked = [(args.topic, p) for p in args.partition] or [(args.topic, None)]
-    with AdminClient(args.grpc, args.timeout) as client:
+    with AdminClient(admin_address(args), args.timeout) as client:
         response = client.elect_leaders(asked, timeout_ms=int(args.timeout * 1000))
     if response.error_code:
         raise CliError(f"leader election failed: {error_name(response.error_code)}: {response.error_message}")

@@ -1,8 +1,14 @@
-"""``rill produce``: one message per input line, from stdin or a file."""
+"""``rill produce``: one message per input line, from stdin or a file (kcat -P, kafka-console-producer).
+
+Batches of ``--batch-size`` lines go to one partition each: ``--partition N`` (the
+cluster-wide number, sent to the broker that holds it), or round robin over the live
+partitions from a random first one. A summary goes to stderr.
+"""
 
 from __future__ import annotations
 
 import argparse
+import random
 import sys
 import time
 from collections import Counter
@@ -12,7 +18,7 @@ from typing import BinaryIO
 from rill.client.cli.common import CliError, add_broker_arguments, info, non_negative_int, positive_int, topic_name
 from rill.client.protocol.messages import CODEC_GZIP, CODEC_NONE
 from rill.client.protocol.requests import ANY_PARTITION, Acks, PartitionAck
-from rill.client.errors import BrokerError, RillError
+from rill.client.errors import BrokerError
 from rill.client.cluster_metadata import ClusterMetadata
 from rill.client.simple import SimpleProducer
 
@@ -29,8 +35,10 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     add_broker_arguments(p)
     p.add_argument("-t", "--topic", required=True, type=topic_name)
     p.add_argument("-p", "--partition", type=non_negative_int, default=None,
-                   help="partition to append to (default: batches go round robin over the partitions whose "
-                        "broker is alive; a topic that does not exist yet is created by --broker, which picks)")
+                   help="partition to append to, numbered cluster-wide as METADATA and rill topics describe "
+                        "number them; it is sent to the broker that holds it (default: batches go round robin "
+                        "over the partitions whose broker is alive, from a random one; a topic that does not "
+                        "exist yet is created by the first --bootstrap-server, which picks)")
     p.add_argument("-f", "--file", metavar="PATH", help="read lines from this file instead of stdin")
     p.add_argument("--acks", choices=list(ACKS), default="append",
                    help="append: acknowledged once in the log (default); fsync: once on disk; "
@@ -113,24 +121,23 @@ class PartitionRouter:
     partition or None when the broker picks, the partition's number on that broker).
 
     Partitions are the cluster-wide numbers METADATA gives (a single broker's own); a
-    request carries the partition's number on its broker (docs/protocol.md).
+    request carries the partition's number on its broker (docs/protocol.md). Without
+    ``--partition`` batches go round robin over the live partitions from a random one, as
+    Kafka's partitioners start, so small inputs do not all land in partition 0.
     """
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.topic: str = args.topic
         self.producers: dict[tuple[str, int], SimpleProducer] = {}
-        self.metadata = ClusterMetadata([args.broker], timeout=args.timeout or 10.0)
-        self.turn = 0
+        self.metadata = ClusterMetadata(args.bootstrap, timeout=args.timeout or 10.0)
+        self.turn = random.randrange(1 << 30)  # a random first partition, as Kafka's partitioners start
         self.refresh()
 
     def refresh(self) -> None:
         """Ask for the topic's metadata again and choose the partitions to send to from it."""
         args = self.args
-        try:
-            self.metadata.refresh([self.topic])
-        except RillError as exc:
-            raise CliError(str(exc)) from exc
+        self.metadata.refresh([self.topic])  # ConnectionClosed when no bootstrap broker answers
         count = self.metadata.partitions(self.topic)
         self.targets: list[int | None]
         if args.partition is not None:
@@ -138,7 +145,7 @@ class PartitionRouter:
                 raise CliError(f"topic {self.topic!r} has {count} partition(s): use --partition 0..{count - 1}")
             self.targets = [args.partition]
         elif count is None:
-            self.targets = [None]  # a new topic: the --broker creates it and picks partitions
+            self.targets = [None]  # a new topic: the first --bootstrap-server broker creates it and picks
         else:
             self.targets = [p for p in range(count) if self.metadata.leader(self.topic, p) is not None] or [None]
 
@@ -154,7 +161,7 @@ class PartitionRouter:
         self.turn += 1
         if partition is None:
             return self._producer(self.args.broker), None, ANY_PARTITION
-        if self.metadata.partitions(self.topic) is None:  # a new topic: --broker creates it
+        if self.metadata.partitions(self.topic) is None:  # a new topic: the first bootstrap broker creates it
             return self._producer(self.args.broker), partition, partition
         leader = self.metadata.leader(self.topic, partition)
         if leader is None:

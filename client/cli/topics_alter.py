@@ -1,9 +1,10 @@
 """``rill topics alter``: change a replicated topic's settings at run time (Kafka's ``kafka-configs.sh --alter``),
 or add partitions to it (``kafka-topics.sh --alter --partitions``).
 
-Asks any broker's Admin service (``--grpc``) for AlterTopicConfig: ``--config KEY=VALUE``
-sets a setting (repeatable), ``--delete-config KEY`` removes one so the brokers' default
-applies again (repeatable); the other settings are kept. It prints what changed, one
+Asks any broker's Admin service (its gRPC port found through ``--bootstrap-server``, or
+``--grpc``) for AlterTopicConfig: ``--config KEY=VALUE`` sets a setting (repeatable),
+``--delete-config KEY`` removes one so the brokers' default applies again (repeatable);
+the other settings are kept. It prints what changed, one
 line per setting, ``(default)`` standing for a setting the topic does not carry::
 
     Altered config of topic orders:
@@ -30,7 +31,7 @@ import argparse
 from collections.abc import Mapping
 
 from rill.client.cli.common import CliError, positive_float, positive_int, topic_name
-from rill.client.cli.groups import add_grpc_arguments
+from rill.client.cli.bootstrap import add_admin_arguments, admin_address
 from rill.client.cli.leader_wait import wait_for_leaders
 from rill.client.grpc_client import AdminClient, error_name
 
@@ -51,7 +52,7 @@ def add_alter(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
                                description="Change a replicated topic's settings (kafka-configs.sh --alter): "
                                            "min.insync.replicas, unclean.leader.election.enable; or grow it to "
                                            "--partitions N.")
-    add_grpc_arguments(alter)
+    add_admin_arguments(alter)
     alter.add_argument("-t", "--topic", required=True, type=topic_name)
     alter.add_argument("--config", "--add-config", dest="config", action="append", type=config_entry, default=[],
                        metavar="KEY=VALUE", help="a setting to set (repeatable)")
@@ -67,7 +68,7 @@ def add_alter(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 def run_alter(args: argparse.Namespace) -> int:
     if not args.config and not args.delete_config and args.partitions is None:
         raise CliError("give --config KEY=VALUE, --delete-config KEY or --partitions N")
-    with AdminClient(args.grpc, args.timeout) as client:
+    with AdminClient(admin_address(args), args.timeout) as client:
         if args.config or args.delete_config:
             response = client.alter_topic_config(args.topic, dict(args.config), args.delete_config)
             if response.error_code:

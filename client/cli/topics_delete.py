@@ -1,8 +1,9 @@
 """``rill topics delete``: delete a topic (Kafka's ``kafka-topics.sh --delete``, the Admin DeleteTopic RPC).
 
-Asks any broker's Admin service (``--grpc``). A replicated topic is deleted cluster-wide:
-the broker marks it for deletion and the controller has every broker delete its replicas,
-then removes the topic; the command waits for that (``--timeout``) and prints::
+Asks the Admin service of the first ``--bootstrap-server`` broker that answers (or
+``--grpc``). A replicated topic is deleted cluster-wide: the broker marks it for
+deletion and the controller has every broker delete its replicas, then removes the
+topic; the command waits for that (``--timeout``) and prints::
 
     Deleted topic orders (3 partitions).
 
@@ -19,7 +20,7 @@ from __future__ import annotations
 import argparse
 
 from rill.client.cli.common import CliError, info, topic_name
-from rill.client.cli.groups import add_grpc_arguments
+from rill.client.cli.bootstrap import add_admin_arguments, admin_address
 from rill.client.grpc_client import AdminClient, error_name
 from rill.v1 import coordinator_pb2 as pb
 
@@ -31,13 +32,13 @@ def add_delete(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     delete = actions.add_parser("delete", help="delete a topic (a replicated one cluster-wide)",
                                 description="Delete a topic (kafka-topics.sh --delete): a replicated topic on every "
                                             "broker; a 0.7-style topic's partitions on the broker asked.")
-    add_grpc_arguments(delete)
+    add_admin_arguments(delete)
     delete.add_argument("-t", "--topic", required=True, type=topic_name)
     delete.set_defaults(run=run_delete)
 
 
 def run_delete(args: argparse.Namespace) -> int:
-    with AdminClient(args.grpc, args.timeout) as client:
+    with AdminClient(admin_address(args), args.timeout) as client:
         response = client.delete_topic(args.topic, timeout_ms=int(args.timeout * 1000))
     if response.error_code == pb.REQUEST_TIMED_OUT:
         message = response.error_message

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rill.client.cli.common import CliError, info, positive_int
-from rill.client.cli.groups import add_grpc_arguments
+from rill.client.cli.bootstrap import add_admin_arguments, admin_address
 from rill.client.cli.reassign_plan import Move, PlanError, parse_plan, parse_topics, plan_json, propose
 from rill.client.grpc_client import AdminClient, error_name
 from rill.v1 import coordinator_pb2 as pb
@@ -53,7 +53,7 @@ def add_reassign(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -
     reassign = actions.add_parser("reassign", help="move partitions to other brokers (kafka-reassign-partitions.sh)",
                                   description="Move replicated partitions to other brokers with no unavailability: "
                                               "--generate a plan, --execute it, --verify it.")
-    add_grpc_arguments(reassign)
+    add_admin_arguments(reassign)
     mode = reassign.add_mutually_exclusive_group(required=True)
     mode.add_argument("--generate", action="store_true", help="propose a plan for --topics-to-move-json-file")
     mode.add_argument("--execute", action="store_true", help="start the moves of --reassignment-json-file")
@@ -78,7 +78,7 @@ def run_reassign(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    with AdminClient(args.grpc, args.timeout) as client:
+    with AdminClient(admin_address(args), args.timeout) as client:
         if args.generate:
             if args.topics_to_move_json_file is None or args.broker_list is None:
                 raise CliError("--generate needs --topics-to-move-json-file and --broker-list")

@@ -22,7 +22,7 @@ import grpc
 
 from rill.client.grpc_client import AdminClient, error_name
 from rill.client.cli.common import CliError, info, positive_int, topic_name
-from rill.client.cli.groups import add_grpc_arguments
+from rill.client.cli.bootstrap import add_grpc_arguments
 from rill.client.cli.perf.report import PROGRESS_INTERVAL, percentile
 from rill.client.errors import ConnectionClosed
 from rill.v1 import coordinator_pb2 as pb

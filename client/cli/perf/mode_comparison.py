@@ -15,7 +15,7 @@ from kazoo.client import KazooClient
 
 from rill.client.grpc_client import AdminClient
 from rill.client.cli.common import CliError, topic_name
-from rill.client.cli.groups import add_grpc_arguments
+from rill.client.cli.bootstrap import add_grpc_arguments
 
 
 def comparison_arguments(parser: argparse.ArgumentParser, prefix: str) -> None:

@@ -1,0 +1,81 @@
+"""The group a ``rill groups`` action names, and the gRPC client of its coordinator.
+
+In a cluster each group has one coordinator broker, and the group RPCs other than
+CreateGroup and ListGroups answer NOT_COORDINATOR anywhere else (coordinator/routing.py).
+As the consumer does (rill.client.consumer.coordinator_lookup), the commands ask any
+broker ``ListGroups([group])``, which names the coordinator, and call it there. A
+standalone broker is its own groups' coordinator.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from rill.client.cli.bootstrap import admin_address
+from rill.client.cli.common import EXIT_USAGE, CliError
+from rill.client.grpc_client import AdminClient, error_name
+from rill.v1 import coordinator_pb2 as pb
+
+__all__ = ["GroupAt", "add_group_argument", "group_admin", "group_names"]
+
+
+class GroupAt:
+    """A group's coordinator client (``admin``) and its ListGroups entry (``info``: None when the group does
+    not exist; ``admin`` is then the broker that was asked)."""
+
+    __slots__ = ("admin", "info")
+
+    def __init__(self, admin: AdminClient, info: pb.GroupInfo | None) -> None:
+        self.admin = admin
+        self.info = info
+
+    @property
+    def exists(self) -> bool:
+        return self.info is not None
+
+
+@contextmanager
+def group_admin(args: argparse.Namespace, group: str) -> Iterator[GroupAt]:
+    """The coordinator of ``group``, found through any broker (``--bootstrap-server`` or ``--grpc``).
+
+    Raises:
+        CliError: the broker asked knows no coordinator for the group yet (it is moving).
+        ConnectionClosed: a broker could not be reached.
+    """
+    with AdminClient(admin_address(args), args.timeout) as asked:
+        listing = asked.list_groups([group])
+        info = listing.groups_info[0] if listing.groups_info else None
+        if info is None or info.error_code == pb.GROUP_NOT_FOUND:
+            yield GroupAt(asked, None)
+            return
+        if info.error_code != pb.NONE:
+            raise CliError(f"group {group!r}: {error_name(info.error_code)} (its coordinator is moving: try again)")
+        coordinator = info.controller_broker
+        address = f"{coordinator.host}:{coordinator.grpc_port}"
+        if coordinator.grpc_port <= 0 or address == asked.address:
+            yield GroupAt(asked, info)
+            return
+        with AdminClient(address, args.timeout) as there:
+            yield GroupAt(there, info)
+
+
+def add_group_argument(parser: argparse.ArgumentParser, *, many: bool = False) -> None:
+    """The group(s) a command acts on: the argument ``GROUP`` (``GROUP...`` with ``many``) or Kafka's
+    ``--group GROUP`` (repeatable with ``many``); read them with :func:`group_names`."""
+    parser.add_argument("group", nargs="*" if many else "?", metavar="GROUP")
+    parser.add_argument("-g", "--group", dest="group_option", action="append", default=[], metavar="GROUP",
+                        help="the group (kafka-consumer-groups' flag; the GROUP argument is the same)")
+
+
+def group_names(args: argparse.Namespace, *, many: bool = False) -> list[str]:
+    """The groups named by :func:`add_group_argument`'s arguments; CliError (usage) for none, or several
+    where one is expected."""
+    given = args.group if isinstance(args.group, list) else [args.group] if args.group else []
+    names = [*given, *args.group_option]
+    if not names:
+        raise CliError("name the group: GROUP or --group GROUP", EXIT_USAGE)
+    if len(names) > 1 and not many:
+        raise CliError(f"name one group, not {len(names)}: {', '.join(names)}", EXIT_USAGE)
+    return names
