@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
 import pytest
 from structlog.testing import capture_logs
@@ -17,33 +16,18 @@ from rill.client.consumer import (CommitFailed, Consumer, IllegalStateError, Mem
 from rill.client.errors import CorruptMessageError, InvalidOffset, OffsetOutOfRange
 from rill.client.protocol.messages import CODEC_GZIP, Message
 from rill.client.simple import SimpleConsumer, SimpleProducer
-
-SESSION_MS = 1000  # the broker below allows sessions this short, so rebalances take well under a second
-HEARTBEAT_MS = 100
+from tests.broker.group_consumers import HEARTBEAT_MS, SESSION_MS, consumer_factory, short_session_broker
 
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[RunningBroker]:
-    with running_broker(tmp_path / "data", num_partitions=2, group_min_session_timeout_ms=200) as b:
+    with short_session_broker(tmp_path, partitions=2) as b:
         yield b
 
 
 @pytest.fixture
 def consumers(broker: RunningBroker) -> Iterator[Callable[..., Consumer]]:
-    made: list[Consumer] = []
-
-    def make(**settings: Any) -> Consumer:
-        defaults: dict[str, Any] = {"bootstrap_servers": broker.address, "group_id": "g",
-                                    "session_timeout_ms": SESSION_MS, "heartbeat_interval_ms": HEARTBEAT_MS,
-                                    "fetch_max_wait_ms": 100}
-        defaults.update(settings)
-        consumer = Consumer(**defaults)
-        made.append(consumer)
-        return consumer
-
-    yield make
-    for consumer in made:
-        consumer.close()
+    yield from consumer_factory(broker)
 
 
 def create_topic(broker: RunningBroker, topic: str, partitions: int) -> None:

@@ -6,39 +6,27 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from rill.broker.testing import RunningBroker, running_broker
+from rill.broker.testing import RunningBroker
 from rill.client.consumer import CommitFailed, Consumer, IllegalStateError, TopicPartition
 from rill.client.grpc_client import AdminClient
 from rill.client.protocol.messages import Message
 from rill.client.simple import SimpleConsumer, SimpleProducer
 from rill.v1 import coordinator_pb2 as pb
+from tests.broker.group_consumers import consumer_factory, short_session_broker
 
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[RunningBroker]:
-    with running_broker(tmp_path / "data", num_partitions=2, group_min_session_timeout_ms=200) as b:
+    with short_session_broker(tmp_path, partitions=2) as b:
         yield b
 
 
 @pytest.fixture
 def consumers(broker: RunningBroker) -> Iterator[Callable[..., Consumer]]:
-    made: list[Consumer] = []
-
-    def make(**settings: Any) -> Consumer:
-        defaults: dict[str, Any] = {"bootstrap_servers": broker.address, "group_id": "g", "session_timeout_ms": 1000,
-                                    "heartbeat_interval_ms": 100, "fetch_max_wait_ms": 100}
-        defaults.update(settings)
-        consumer = Consumer(**defaults)
-        made.append(consumer)
-        return consumer
-
-    yield make
-    for consumer in made:
-        consumer.close()
+    yield from consumer_factory(broker)
 
 
 @pytest.fixture

@@ -6,40 +6,27 @@ import itertools
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from rill.broker.testing import RunningBroker, running_broker
+from rill.broker.testing import RunningBroker
 from rill.client.client_config import ConfigError
 from rill.client.consumer import Consumer
 from rill.client.simple import SimpleConsumer, SimpleProducer
+from tests.broker.group_consumers import consumer_factory, short_session_broker
 
 COUNT = 30
 
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[RunningBroker]:
-    with running_broker(tmp_path / "data", num_partitions=2, group_min_session_timeout_ms=200) as b:
+    with short_session_broker(tmp_path, partitions=2) as b:
         yield b
 
 
 @pytest.fixture
 def consumers(broker: RunningBroker) -> Iterator[Callable[..., Consumer]]:
-    made: list[Consumer] = []
-
-    def make(**settings: Any) -> Consumer:
-        defaults: dict[str, Any] = {"bootstrap_servers": broker.address, "group_id": "g", "session_timeout_ms": 1000,
-                                    "heartbeat_interval_ms": 100, "fetch_max_wait_ms": 100,
-                                    "consumer_timeout_ms": 300}
-        defaults.update(settings)
-        consumer = Consumer(**defaults)
-        made.append(consumer)
-        return consumer
-
-    yield make
-    for consumer in made:
-        consumer.close()
+    yield from consumer_factory(broker, consumer_timeout_ms=300)
 
 
 @pytest.fixture
