@@ -17,7 +17,7 @@ from kazoo.exceptions import KazooException
 
 from rill.broker.cluster.elect_leaders import DEFAULT_TIMEOUT_MS
 from rill.broker.cluster.partition_growth import Growth, GrowthResult
-from rill.broker.cluster.reassign_partitions import controller_broker
+from rill.broker.cluster.controller_refusal import refusal
 from rill.broker.cluster.replica_control_servicer import NotController
 from rill.client.topic_names import is_internal_topic, is_valid_topic
 from rill.client.zookeeper.registry import RegistryView
@@ -64,11 +64,8 @@ def create_partitions(request: apb.CreatePartitionsRequest, grower: PartitionGro
     timeout_ms = request.timeout_ms if request.timeout_ms > 0 else DEFAULT_TIMEOUT_MS
     try:
         result = grower.create_partitions(topic, request.count, timeout_s=timeout_ms / 1000)
-    except NotController as exc:
-        return Response(error_code=pb.NOT_CONTROLLER, error_message=str(exc),
-                        controller=controller_broker(registry, exc.controller_id))
-    except TimeoutError as exc:
-        return Response(error_code=pb.REQUEST_TIMED_OUT, error_message=str(exc))
+    except (NotController, TimeoutError) as exc:
+        return refusal(Response, registry, exc)
     except KazooException as exc:
         log.warning("admin.create_partitions_failed", topic=topic, error=repr(exc))
         return Response(error_code=pb.UNKNOWN, error_message=(

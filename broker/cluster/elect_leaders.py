@@ -24,6 +24,7 @@ from typing import Protocol
 import structlog
 from kazoo.exceptions import KazooException
 
+from rill.broker.cluster.controller_refusal import refusal
 from rill.broker.cluster.preferred_election import ElectionResult, Outcome, Requested
 from rill.broker.cluster.replica_control_servicer import NotController
 from rill.client.zookeeper.registry import RegistryView
@@ -79,11 +80,8 @@ def elect_leaders(request: apb.ElectLeadersRequest, elector: PreferredElector | 
     timeout_ms = request.timeout_ms if request.timeout_ms > 0 else DEFAULT_TIMEOUT_MS
     try:
         results = elector.elect_preferred_leaders(requested, timeout_s=timeout_ms / 1000)
-    except NotController as exc:
-        return apb.ElectLeadersResponse(error_code=pb.NOT_CONTROLLER, error_message=str(exc),
-                                        controller=_broker(registry, exc.controller_id))
-    except TimeoutError as exc:
-        return apb.ElectLeadersResponse(error_code=pb.REQUEST_TIMED_OUT, error_message=str(exc))
+    except (NotController, TimeoutError) as exc:
+        return refusal(apb.ElectLeadersResponse, registry, exc)
     except KazooException as exc:
         log.warning("admin.elect_leaders_failed", error=repr(exc))
         return apb.ElectLeadersResponse(error_code=pb.UNKNOWN, error_message=(
@@ -102,11 +100,3 @@ def _standalone(requested: Requested) -> list[ElectionResult]:
     detail = "this broker is not in a cluster (no zookeeper.connect): it has no replicated topics"
     return [ElectionResult(topic, -1 if p is None else p, Outcome.UNKNOWN_PARTITION, NO_LEADER, detail)
             for topic, p in sorted(set(requested or ()), key=lambda tp: (tp[0], -1 if tp[1] is None else tp[1]))]
-
-
-def _broker(registry: RegistryView | None, broker_id: int) -> pb.Broker:
-    """The broker ``broker_id`` as the registry lists it (only its id, -1 included, when it does not)."""
-    found = registry.snapshot.brokers.get(broker_id) if registry is not None and broker_id >= 0 else None
-    if found is None:
-        return pb.Broker(broker_id=broker_id)
-    return pb.Broker(broker_id=broker_id, host=found.host, port=found.port, grpc_port=found.grpc_port)

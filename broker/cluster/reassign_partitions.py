@@ -21,6 +21,7 @@ import structlog
 from kazoo.exceptions import KazooException
 
 from rill.broker.cluster.controller_reassignments import Ongoing
+from rill.broker.cluster.controller_refusal import refusal
 from rill.broker.cluster.elect_leaders import DEFAULT_TIMEOUT_MS
 from rill.broker.cluster.reassignment import Outcome, ReassignmentResult
 from rill.broker.cluster.reassignment_steps import Asked
@@ -69,11 +70,8 @@ def alter_reassignments(request: apb.AlterPartitionReassignmentsRequest, reassig
     timeout_ms = request.timeout_ms if request.timeout_ms > 0 else DEFAULT_TIMEOUT_MS
     try:
         results = reassigner.alter_reassignments(asked, timeout_s=timeout_ms / 1000)
-    except NotController as exc:
-        return Response(error_code=pb.NOT_CONTROLLER, error_message=str(exc),
-                        controller=controller_broker(registry, exc.controller_id))
-    except TimeoutError as exc:
-        return Response(error_code=pb.REQUEST_TIMED_OUT, error_message=str(exc))
+    except (NotController, TimeoutError) as exc:
+        return refusal(Response, registry, exc)
     except KazooException as exc:
         log.warning("admin.reassignment_failed", error=repr(exc))
         return Response(error_code=pb.UNKNOWN, error_message=(
@@ -89,11 +87,8 @@ def list_reassignments(request: apb.ListPartitionReassignmentsRequest, reassigne
         return Response()
     try:
         ongoing, throttle = reassigner.list_reassignments(list(request.topics), timeout_s=DEFAULT_TIMEOUT_MS / 1000)
-    except NotController as exc:
-        return Response(error_code=pb.NOT_CONTROLLER, error_message=str(exc),
-                        controller=controller_broker(registry, exc.controller_id))
-    except TimeoutError as exc:
-        return Response(error_code=pb.REQUEST_TIMED_OUT, error_message=str(exc))
+    except (NotController, TimeoutError) as exc:
+        return refusal(Response, registry, exc)
     return Response(throttle_bytes_per_second=throttle, reassignments=[
         apb.OngoingReassignment(topic=o.topic, partition=o.partition, replicas=o.replicas, adding_replicas=o.adding,
                                 removing_replicas=o.removing, isr=o.isr, leader=o.leader) for o in ongoing])
@@ -110,11 +105,8 @@ def alter_throttle(request: apb.AlterReplicationThrottleRequest, reassigner: Rea
         return Response(error_code=pb.INVALID_REQUEST, error_message=STANDALONE)
     try:
         previous = reassigner.alter_throttle(request.bytes_per_second, timeout_s=DEFAULT_TIMEOUT_MS / 1000)
-    except NotController as exc:
-        return Response(error_code=pb.NOT_CONTROLLER, error_message=str(exc),
-                        controller=controller_broker(registry, exc.controller_id))
-    except TimeoutError as exc:
-        return Response(error_code=pb.REQUEST_TIMED_OUT, error_message=str(exc))
+    except (NotController, TimeoutError) as exc:
+        return refusal(Response, registry, exc)
     except KazooException as exc:
         log.warning("admin.throttle_failed", error=repr(exc))
         return Response(error_code=pb.UNKNOWN, error_message=f"ZooKeeper failed ({exc!r}): the throttle may be set")
@@ -124,11 +116,3 @@ def alter_throttle(request: apb.AlterReplicationThrottleRequest, reassigner: Rea
 def _result(result: ReassignmentResult) -> apb.ReassignmentResult:
     return apb.ReassignmentResult(topic=result.topic, partition=result.partition,
                                   error_code=OUTCOME_CODES[result.outcome], error_message=result.detail)
-
-
-def controller_broker(registry: RegistryView | None, broker_id: int) -> pb.Broker:
-    """The broker ``broker_id`` as the registry lists it (only its id, -1 included, when it does not)."""
-    found = registry.snapshot.brokers.get(broker_id) if registry is not None and broker_id >= 0 else None
-    if found is None:
-        return pb.Broker(broker_id=broker_id)
-    return pb.Broker(broker_id=broker_id, host=found.host, port=found.port, grpc_port=found.grpc_port)
