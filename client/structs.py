@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-__all__ = ["Address", "OffsetAndTimestamp", "TopicPartition"]
+__all__ = ["Address", "OffsetAndTimestamp", "RecordMetadata", "TopicPartition"]
 
 Address = tuple[str, int]
 """Where a broker listens: ``(host, port)``; the host a name or a literal IPv4/IPv6 address."""
@@ -49,3 +49,18 @@ class OffsetAndTimestamp(NamedTuple):
 
     offset: int
     timestamp: int
+
+
+class RecordMetadata(NamedTuple):
+    """Where a sent message was stored (kafka-python's ``RecordMetadata``): ``SendResponse.get()``'s answer.
+
+    Attributes:
+        topic: the topic.
+        partition: the partition it was appended to.
+        offset: its offset (a byte position; -1 with ``acks=none``, which learns none).
+    """
+
+    topic: str
+    partition: int
+    offset: int
+

@@ -6,8 +6,9 @@ from rill.client.producer.future import SendResponse
 from rill.client.producer.partitioner import (DefaultPartitioner, Partitioner, RandomPartitioner,
                                               RoundRobinPartitioner, murmur2)
 from rill.client.producer.producer import Producer
+from rill.client.structs import RecordMetadata
 
 __all__ = [
-    "Producer", "SendResponse", "Partitioner", "DefaultPartitioner", "RoundRobinPartitioner", "RandomPartitioner",
+    "Producer", "SendResponse", "RecordMetadata", "Partitioner", "DefaultPartitioner", "RoundRobinPartitioner", "RandomPartitioner",
     "murmur2", "BufferFull", "ProducerClosed", "ProducerTimeout",
 ]

@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import ClassVar
 
 from rill.client.producer.errors import ProducerTimeout
+from rill.client.structs import RecordMetadata
 
 __all__ = ["SendResponse", "Completion", "BatchResult", "MESSAGE_OVERHEAD"]
 
@@ -237,6 +238,32 @@ class SendResponse:
             assert isinstance(part, BatchResult)
             offsets.extend(part.offsets(start, count))
         return offsets
+
+    def get(self, timeout: float | None = None) -> RecordMetadata:
+        """kafka-python's ``future.get``: wait until done; where the (first) message was stored.
+
+        Raises: as :meth:`get_offset`.
+        """
+        offset = self.get_offset(timeout)
+        partition = self.partition
+        assert partition is not None  # a send that succeeded has its partition
+        return RecordMetadata(self.topic, partition, offset)
+
+    def add_callback(self, fn: Callable[[RecordMetadata], object]) -> SendResponse:
+        """kafka-python's ``future.add_callback``: ``fn(record_metadata)`` once the send succeeded
+        (never if it failed); from the send thread, as :meth:`on_completion`. Returns self."""
+        self.on_completion(lambda r: None if r._first_error() is not None else fn(r.get(0)))
+        return self
+
+    def add_errback(self, fn: Callable[[BaseException], object]) -> SendResponse:
+        """kafka-python's ``future.add_errback``: ``fn(error)`` once the send failed (never if it
+        succeeded); from the send thread, as :meth:`on_completion`. Returns self."""
+        def failed(response: SendResponse) -> None:
+            error = response._first_error()
+            if error is not None:
+                fn(error)
+        self.on_completion(failed)
+        return self
 
     def on_completion(self, callback: Callable[[SendResponse], object]) -> None:
         """Call ``callback(self)`` once done: from the send thread, or at once (in this
