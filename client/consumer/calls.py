@@ -46,8 +46,8 @@ class ConsumerCalls:
 
     def _require_group(self, what: str) -> GroupClient:
         if self._group is None:
-            raise IllegalStateError(f"{what} needs a group.id (this consumer has none: it can only read static "
-                                    "partitions, from positions it keeps itself)")
+            raise IllegalStateError(f"{what} needs a group.id (this consumer has none: it reads what it subscribes "
+                                    "to or is assigned, from positions it keeps itself, and commits nothing)")
         return self._group
 
     def _owned(self, partition: PartitionLike) -> TopicPartition:

@@ -10,7 +10,9 @@
             process(message)
         consumer.commit()
 
-kafka-python's shapes work too: ``consumer.assign([TopicPartition("orders", 0)])`` (no
+kafka-python's shapes work too: ``Consumer("orders", "audit", group_id="app")`` (topics
+subscribed; without ``group_id`` the consumer reads every partition of them itself),
+``consumer.assign([TopicPartition("orders", 0)])`` (no
 group membership), ``for message in consumer:`` (with ``consumer_timeout_ms``),
 ``consumer.commit_async(callback=...)``, ``consumer.offsets_for_times({...})``.
 
@@ -53,7 +55,7 @@ from rill.client.consumer.membership import STABLE
 from rill.client.consumer.metadata_refresh import MetadataRefresh
 from rill.client.consumer.offset_fetcher import OffsetFetcher
 from rill.client.consumer.positions import PositionCalls
-from rill.client.consumer.settings import consumer_settings
+from rill.client.consumer.settings import consumer_settings, split_arguments
 from rill.client.consumer.subscription import SubscriptionState, TopicPartition
 from rill.client.consumer.subscription_calls import SubscriptionCalls
 from rill.client.errors import ConnectionClosed, RillError
@@ -61,6 +63,7 @@ from rill.client.cluster_metadata import ClusterMetadata
 from rill.client.protocol import requests as rq
 from rill.client.protocol.messages import Message
 from rill.client.net.selector_loop import SelectorLoop
+from rill.client.topic_names import validate_topic
 
 log = structlog.get_logger(__name__)
 
@@ -70,24 +73,35 @@ Callback = Callable[[list[TopicPartition]], None]
 class Consumer(SubscriptionCalls, PositionCalls, GroupOffsetCalls, IterationCalls):
     """Consume messages from rill brokers, alone or as a member of a consumer group.
 
-    ``Consumer(config=None, *, on_assign=None, on_revoke=None, **settings)``: settings
-    are Kafka's names with dots in ``config`` or underscores as keywords
+    ``Consumer(*topics, config=None, on_assign=None, on_revoke=None, **settings)``:
+    settings are Kafka's names with dots in ``config`` or underscores as keywords
     (``group_id="app"``); see :mod:`rill.client.consumer.settings` and
-    docs/clients.md. ``on_assign(partitions)`` runs inside poll() after a rebalance
+    docs/clients.md. Positional arguments are topic names (str), then at most one
+    config mapping, last: ``Consumer({"group.id": "app"})``, ``Consumer("a", "b",
+    group_id="app")`` (kafka-python's ``KafkaConsumer(*topics, **configs)``) and
+    ``Consumer("a", {"group.id": "app"})``. The topics are subscribed as
+    ``subscribe(topics)`` would. ``on_assign(partitions)`` runs inside poll() after a rebalance
     gave this consumer its partitions (positions are set: you may seek);
     ``on_revoke(partitions)`` runs inside poll() before a rebalance takes them
     away (you may still commit). Neither runs when the member is evicted.
 
-    Without ``group.id`` only static partitions (``add_topic(topic, partition)``)
-    and manual assignments (``assign(partitions)``) can be consumed; they start from
-    ``auto.offset.reset`` and nothing can be committed (keep offsets yourself and seek()).
+    Without ``group.id`` (kafka-python's ``group_id=None``) there is no coordinator:
+    ``subscribe()`` (and constructor topics) read every partition of the subscribed
+    topics, static partitions (``add_topic(topic, partition)``) and manual assignments
+    (``assign(partitions)``) are read as given; they start from ``auto.offset.reset``
+    and nothing can be committed (keep offsets yourself and seek()).
 
     Raises:
         ConfigError: an unknown setting or a bad value.
+        TypeError: a positional argument that is neither a topic name nor, last, the config.
+        InvalidTopic: an illegal topic name.
     """
 
-    def __init__(self, config: Mapping[str, Any] | None = None, *, on_assign: Callback | None = None,
-                 on_revoke: Callback | None = None, **kwargs: Any) -> None:
+    def __init__(self, *args: str | Mapping[str, Any] | None, config: Mapping[str, Any] | None = None,
+                 on_assign: Callback | None = None, on_revoke: Callback | None = None, **kwargs: Any) -> None:
+        topics, config = split_arguments(args, config)
+        for topic in topics:
+            validate_topic(topic)  # before anything is opened
         settings = consumer_settings(config, kwargs)
         self.config = settings
         self._clock: Callable[[], float] = time.monotonic
@@ -115,6 +129,8 @@ class Consumer(SubscriptionCalls, PositionCalls, GroupOffsetCalls, IterationCall
         self._stats = {"polls": 0, "records": 0}
         self._waiting: deque[tuple[Message, int]] = deque()  # the iterator's (rill.client.consumer.iteration)
         self._held: dict[TopicPartition, deque[tuple[Message, int]]] = {}
+        if topics:
+            self.subscribe(topics)
 
     # ---------------------------------------------------------------- identity
 

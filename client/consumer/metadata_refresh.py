@@ -6,10 +6,14 @@ was told a topic is unknown (``Fetcher.needs_metadata``). A failed refresh is lo
 (``consumer.metadata_failed``) and retried after ``retry.backoff.ms``; so is the next
 one after a success (at most one refresh per backoff).
 
-With ``subscribe(pattern=...)`` the refresh also happens every
-``metadata.max.age.ms``, covering the whole cluster, and the pattern is matched
-against its topics; when the matched set changes, the group client rejoins (a
-rebalance) with the new subscription.
+The subscription is also **matched** against the metadata: at the next poll after it
+changed, then every ``metadata.max.age.ms``. With a pattern (``subscribe(pattern=...)``)
+that refresh covers the whole cluster and the pattern is matched against its topics;
+with a group, a changed matched set makes the group client rejoin (a rebalance) with
+the new subscription. Without a group, any subscription (topics or pattern) is matched,
+and after every refresh the consumer owns each partition of the subscribed topics
+(:mod:`~rill.client.consumer.self_assignment`: new topics and partitions are picked up
+this way).
 
 Not thread-safe: driven by the consumer's poll loop.
 """
@@ -22,6 +26,7 @@ import structlog
 
 from rill.client.consumer.fetcher import Fetcher
 from rill.client.consumer.group_client import GroupClient
+from rill.client.consumer.self_assignment import own_subscribed
 from rill.client.consumer.subscription import SubscriptionState
 from rill.client.errors import RillError
 from rill.client.cluster_metadata import ClusterMetadata
@@ -32,7 +37,7 @@ log = structlog.get_logger(__name__)
 class MetadataRefresh:
     """Metadata refresh deadlines of one consumer; see the module docstring.
 
-    ``pattern_at``: when the pattern is next matched (inf: no pattern). ``retry_at``:
+    ``match_at``: when the subscription is next matched (inf: nothing to match). ``retry_at``:
     no refresh before this time (the backoff after the last one). ``_needed``: needed()
     as maybe_refresh() found it, for next_deadline() in the same loop turn (None: the
     metadata changed since, so it is computed again).
@@ -47,16 +52,17 @@ class MetadataRefresh:
         self.max_age = max_age
         self.retry_backoff = retry_backoff
         self.retry_at = 0.0
-        self.pattern_at = math.inf
+        self.match_at = math.inf
         self._needed: bool | None = None
 
-    def match_pattern_soon(self) -> None:
-        """A pattern was subscribed: match it at the next poll."""
-        self.pattern_at = 0.0
+    def subscription_changed(self) -> None:
+        """The subscription changed: match it at the next poll (when there is something to match)."""
+        self.match_at = 0.0 if self._matching() else math.inf
 
-    def stop_matching(self) -> None:
-        """No pattern any more."""
-        self.pattern_at = math.inf
+    def _matching(self) -> bool:
+        """Is the subscription matched against the metadata: a pattern, or any subscription without a group?"""
+        sub = self.subscription
+        return sub.pattern is not None or (self.group is None and bool(sub.topics))
 
     def needed(self) -> bool:
         """Is a refresh needed now (besides the pattern's schedule)?"""
@@ -72,18 +78,19 @@ class MetadataRefresh:
         """
         needed = self._needed
         if self.fetcher.needs_metadata or (needed if needed is not None else self.needed()):
-            return min(self.pattern_at, max(now, self.retry_at))
-        return self.pattern_at
+            return min(self.match_at, max(now, self.retry_at))
+        return self.match_at
 
     def maybe_refresh(self, now: float) -> None:
-        """Refresh when needed or when the pattern is due, unless within the backoff; failures are logged."""
-        pattern_due = now >= self.pattern_at
+        """Refresh when needed or when the match is due, unless within the backoff; failures are logged."""
+        match_due = now >= self.match_at
         needed = self._needed = self.needed()
-        if not (pattern_due or needed) or now < self.retry_at:
+        if not (match_due or needed) or now < self.retry_at:
             return
         sub = self.subscription
         group = self.group
-        topics = () if pattern_due else {tp.topic for tp in sub.assignment} | sub.subscribed_topics()
+        whole_cluster = match_due and sub.pattern is not None
+        topics = () if whole_cluster else {tp.topic for tp in sub.assignment} | sub.subscribed_topics()
         try:
             self.metadata.refresh(topics)
         except RillError as exc:
@@ -93,8 +100,13 @@ class MetadataRefresh:
         self.fetcher.needs_metadata = False
         self._needed = None
         self.retry_at = now + self.retry_backoff
-        if pattern_due:
-            self.pattern_at = now + self.max_age
-            if sub.set_matched(self.metadata.topics) and group is not None:
+        pattern_matched_before = sub.pattern_matched
+        if match_due:
+            self.match_at = now + self.max_age if self._matching() else math.inf
+            if whole_cluster and sub.set_matched(self.metadata.topics) and group is not None:
                 log.info("consumer.pattern_matched", group=group.group, topics=sorted(sub.matched))
                 group.request_rejoin("the pattern matches other topics")
+        if group is None and (sub.topics or sub.pattern is not None or sub.self_owned):
+            added = own_subscribed(sub, self.metadata, pattern_matched_before=pattern_matched_before)
+            if added:
+                log.info("consumer.partitions_added", partitions=[f"{t}-{p}" for t, p in added])

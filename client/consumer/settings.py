@@ -3,11 +3,16 @@
 ``Consumer({"group.id": "app"}, auto_offset_reset="latest")``: dotted keys in a
 mapping, or the same keys with underscores as keyword arguments (keywords win).
 See :mod:`rill.client.client_config` for the rules; unknown keys raise ConfigError.
+
+The constructor's positional arguments (:func:`split_arguments`) are topic names, then
+at most one such mapping, last: ``Consumer("a", "b", {"group.id": "app"})``,
+``Consumer("a", "b", group_id="app")`` (kafka-python's ``KafkaConsumer(*topics,
+**configs)``) and ``Consumer({"group.id": "app"})`` all work.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rill.client.client_config import (ConfigError, Setting, boolean, choice, non_negative, optional_callable, positive,
@@ -40,7 +45,8 @@ def _optional_group(value: Any) -> str | None:
 SETTINGS: tuple[Setting, ...] = (
     Setting("bootstrap.servers", [("localhost", 9092)], "host:port of one or more brokers (data-plane port)",
             servers),
-    Setting("group.id", None, "consumer group; None: no group (static partitions only, no commits)",
+    Setting("group.id", None, "consumer group; None: no group (the consumer reads every partition of its subscription "
+            "itself, no commits)",
             _optional_group),
     Setting("client.id", "rill-consumer", "name sent to the coordinator; member ids start with it", str),
     Setting("auto.offset.reset", "earliest", "where to start without a committed offset, or after "
@@ -86,3 +92,34 @@ def consumer_settings(config: Mapping[str, Any] | None, kwargs: Mapping[str, Any
         raise ConfigError(f"heartbeat.interval.ms ({values['heartbeat.interval.ms']}) must be below "
                           f"session.timeout.ms ({values['session.timeout.ms']})")
     return values
+
+
+def split_arguments(args: Sequence[Any], config: Mapping[str, Any] | None) -> tuple[list[str], Mapping[str, Any] | None]:
+    """The constructor's positional ``args`` as ``(topics, config)``: topic names, then at most one config, last.
+
+    The config is a Mapping of settings (or None); it may be given as the ``config``
+    keyword instead, not both. Topic names are checked later, by ``subscribe()``.
+
+    Raises:
+        TypeError: a positional argument that is neither a topic name (str) nor, last, the
+            config; a config before a topic or given twice.
+    """
+    topics: list[str] = []
+    for index, arg in enumerate(args):
+        last = index == len(args) - 1
+        if isinstance(arg, str):
+            topics.append(arg)
+        elif (arg is None or isinstance(arg, Mapping)) and last:
+            if config is not None:
+                raise TypeError("Consumer() got the config twice: as a positional mapping and as config=")
+            config = arg
+        elif arg is None or isinstance(arg, Mapping):
+            raise TypeError(f"Consumer() takes topic names first, then at most one config mapping, last; got "
+                            f"{type(arg).__name__} at position {index + 1} of {len(args)}: "
+                            "Consumer('topic', ..., {'group.id': ...}) or keywords (group_id=...)")
+        else:
+            hint = " (pass topics as separate arguments: Consumer(*topics, ...))" \
+                if isinstance(arg, (list, tuple, set, frozenset)) else ""
+            raise TypeError(f"Consumer() positional arguments are topic names (str) and, last, a config "
+                            f"mapping; got {type(arg).__name__} {arg!r}{hint}")
+    return topics, config

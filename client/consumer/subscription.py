@@ -4,12 +4,16 @@
   coordinator assigns (``add_topic(topic)``), topics matching a pattern
   (``subscribe(pattern=...)``, matched against cluster metadata) and static
   partitions (``add_topic(topic, partition)``, never handed to anyone else).
+- Without ``group.id`` the subscription is read whole (kafka-python's ``group_id=None``):
+  every partition of the subscribed topics (explicit and pattern-matched), tracked in
+  ``self_owned`` (topic -> partitions owned) and ``absent`` (subscribed topics not in
+  the cluster when last looked for); see :mod:`~rill.client.consumer.self_assignment`.
 - Or, instead, a **manual assignment** (``assign(partitions)``, kafka-python's): the
   partitions in ``manual``, read without group membership. The two never mix (the
   consumer's calls refuse it), so ``manual`` is empty whenever there is a subscription.
 - The **assignment** is what this consumer owns now: the coordinator's answer, the
-  static partitions alone without a group, or the manual partitions. Each owned
-  partition has a :class:`PartitionState`.
+  static partitions and the subscription's partitions without a group, or the manual
+  partitions. Each owned partition has a :class:`PartitionState`.
 - A partition's **position** is the offset of the next message poll() will return
   (Kafka's position): it moves only when poll() returns messages (or the iterator
   yields one), or by seek(). It is ``None`` while a reset (auto.offset.reset,
@@ -71,6 +75,8 @@ class SubscriptionState:
         self.static: set[TopicPartition] = set()
         self.pattern_matched = False  # the pattern was matched against the cluster's topics at least once
         self.manual: set[TopicPartition] = set()
+        self.self_owned: dict[str, int] = {}  # without a group: topic -> partitions 0..n-1 of it owned
+        self.absent: set[str] = set()  # without a group: subscribed topics the cluster did not have
         self.assignment: dict[TopicPartition, PartitionState] = {}
         self.paused: set[TopicPartition] = set()
         self._epoch = 0
@@ -78,7 +84,8 @@ class SubscriptionState:
     # ---------------------------------------------------------------- subscription
 
     def subscribed_topics(self) -> set[str]:
-        """Topics whose partitions the coordinator assigns (explicit and pattern-matched)."""
+        """Subscribed topics, explicit and pattern-matched (with a group the coordinator assigns their
+        partitions; without one this consumer owns them all)."""
         return self.topics | self.matched
 
     def has_subscription(self) -> bool:

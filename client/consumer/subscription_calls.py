@@ -7,14 +7,23 @@ Two ways, never mixed (kafka-python raises IllegalStateError too):
   partition)`` claims a static partition. With ``group.id`` each is group membership:
   the consumer registers, heartbeats, rebalances, and commits as a member (a static
   partition is registered with the coordinator and never handed to another member).
+  Topics given to the constructor (``Consumer("a", "b", ...)``) are subscribed as
+  ``subscribe(["a", "b"])`` would.
 - **Manual assignment** (kafka-python's ``assign(partitions)``, Kafka's standalone
   consumer): exactly these partitions, with no group membership at all, even with
   ``group.id`` (which then only stores offsets: commits are standalone, accepted while
   the group has no live member). Positions start from the group's committed offsets,
   else ``auto.offset.reset``.
 
-Without ``group.id``, ``add_topic(topic, partition)`` and ``assign()`` both just read
-the partitions; they still do not mix, so that a program keeps one meaning when a
+Without ``group.id`` (kafka-python's ``group_id=None``) there is no coordinator and no
+commits: ``subscribe()`` makes the consumer own every partition of the subscribed topics
+(and pattern matches) itself, picking up topics and partitions that appear later at the
+next metadata refresh (:mod:`~rill.client.consumer.self_assignment` says where each
+starts); ``add_topic(topic, partition)`` and ``assign()`` just read the partitions.
+``add_topic(topic)`` alone still needs a ``group.id``: it is seed 003's group call, and a
+program using it without a group has most likely forgotten the group (it would read
+everything and commit nothing); ``subscribe([topic])`` is the explicit way. Subscription
+and manual assignment still do not mix, so that a program keeps one meaning when a
 ``group.id`` is added later. ``unsubscribe()`` ends either.
 
 Not thread-safe: see :class:`~rill.client.consumer.consumer.Consumer`.
@@ -27,6 +36,7 @@ from collections.abc import Iterable
 
 from rill.client.consumer.calls import ConsumerCalls, PartitionLike, to_tp
 from rill.client.consumer.errors import IllegalStateError
+from rill.client.consumer.self_assignment import owns_topic, release_unsubscribed
 from rill.client.consumer.subscription import COMMITTED, TopicPartition
 from rill.client.topic_names import validate_topic
 
@@ -48,14 +58,19 @@ class SubscriptionCalls(ConsumerCalls):
 
         Raises:
             InvalidTopic: an illegal topic name. ValueError: a negative partition.
-            IllegalStateError: ``add_topic(topic)`` without ``group.id``; the consumer has a manual
-                assignment (assign()); it is closed.
+            IllegalStateError: ``add_topic(topic)`` without ``group.id`` (use ``subscribe([topic])``
+                to read every partition without a group, or add the group you forgot); the
+                consumer has a manual assignment (assign()); it is closed.
         """
         self._check_open()
         self._check_not_manual("add_topic()")
         validate_topic(topic)
         if partition is None:
-            group = self._require_group("add_topic(topic) without a partition")
+            group = self._group
+            if group is None:
+                raise IllegalStateError("add_topic(topic) needs a group.id (this consumer has none); without a "
+                                        "group, subscribe([topic]) reads every partition of the topic and "
+                                        "add_topic(topic, partition) reads one")
             if topic not in self._subscription.topics:
                 self._subscription.topics.add(topic)
                 group.request_rejoin(f"subscribed to topic {topic}")
@@ -72,37 +87,53 @@ class SubscriptionCalls(ConsumerCalls):
             self._subscription.add_partition(tp)
 
     def remove_topic(self, topic: str, partition: int | None = None) -> None:
-        """Stop consuming ``topic`` (its group-assigned partitions), or the static ``partition`` of it."""
+        """Stop consuming ``topic`` (subscribed by name), or the static ``partition`` of it.
+
+        Without a group the partitions go at once; a static partition of a topic still
+        read whole (subscribed) stays owned as part of it."""
         self._check_open()
+        sub = self._subscription
         if partition is None:
-            if topic in self._subscription.topics and self._group is not None:
-                self._subscription.topics.discard(topic)
-                self._group.request_rejoin(f"unsubscribed from topic {topic}")
+            if topic in sub.topics:
+                sub.topics.discard(topic)
+                if self._group is not None:
+                    self._group.request_rejoin(f"unsubscribed from topic {topic}")
+                else:
+                    release_unsubscribed(sub)
+                    self._refresh.subscription_changed()
             return
         tp = TopicPartition(topic, partition)
-        if tp not in self._subscription.static:
+        if tp not in sub.static:
             return
-        self._subscription.static.discard(tp)
+        sub.static.discard(tp)
         if self._group is not None:
             self._group.request_rejoin(f"released static partition {topic}-{partition}")
-        else:
-            self._subscription.remove_partition(tp)
+        elif not owns_topic(sub, topic):
+            sub.remove_partition(tp)
 
     def subscribe(self, topics: Iterable[str] = (), *, pattern: str | re.Pattern[str] | None = None) -> None:
-        """Replace the group-assigned subscription with ``topics`` and/or the topics matching ``pattern``.
+        """Replace the subscription with ``topics`` and/or the topics matching ``pattern``.
 
         The pattern must match a whole topic name (``re.fullmatch``); it is matched
-        against the cluster's topics now and every ``metadata.max.age.ms``, so a topic
-        created later joins the subscription (a rebalance), and is read from its
-        beginning. Static partitions are kept.
+        against the cluster's topics at the next poll() and every ``metadata.max.age.ms``,
+        so a topic created later joins the subscription, and is read from its beginning.
+        Static partitions are kept.
+
+        With ``group.id`` the group coordinator assigns the partitions (a rebalance).
+        Without one (kafka-python's ``group_id=None``) this consumer owns every partition
+        of the subscribed topics, from ``auto.offset.reset``; topics (by name or pattern)
+        and partitions that appear later are picked up at a metadata refresh (every
+        ``metadata.max.age.ms``) and read from their beginning. Nothing can be committed.
+        ``topics`` may be one topic name as a string (as kafka-python accepts).
 
         Raises:
-            IllegalStateError: no ``group.id``; a manual assignment (assign()).
+            IllegalStateError: a manual assignment (assign()); the consumer is closed.
             InvalidTopic: an illegal topic name. re.error: a bad pattern.
         """
         self._check_open()
-        group = self._require_group("subscribe()")
         self._check_not_manual("subscribe()")
+        if isinstance(topics, str):
+            topics = [topics]  # kafka-python's subscribe("t") too
         names = {validate_topic(t) for t in topics}
         compiled = re.compile(pattern) if isinstance(pattern, str) else pattern
         sub = self._subscription
@@ -113,11 +144,11 @@ class SubscriptionCalls(ConsumerCalls):
         sub.pattern = compiled
         if compiled is None:
             sub.matched = set()
-            self._refresh.stop_matching()
-        else:
-            self._refresh.match_pattern_soon()
-        if changed:
-            group.request_rejoin("subscription replaced")
+        self._refresh.subscription_changed()
+        if self._group is None:
+            release_unsubscribed(sub)
+        elif changed:
+            self._group.request_rejoin("subscription replaced")
 
     def unsubscribe(self) -> None:
         """Consume nothing: drop topics, pattern, static partitions and a manual assignment (with a
@@ -125,7 +156,8 @@ class SubscriptionCalls(ConsumerCalls):
         self._check_open()
         sub = self._subscription
         sub.topics, sub.pattern, sub.matched, sub.pattern_matched = set(), None, set(), False
-        self._refresh.stop_matching()
+        sub.self_owned, sub.absent = {}, set()
+        self._refresh.subscription_changed()
         sub.static.clear()
         for tp in sub.manual:
             sub.remove_partition(tp)
@@ -180,10 +212,11 @@ class SubscriptionCalls(ConsumerCalls):
         sub.manual = wanted
 
     def subscription(self) -> set[str]:
-        """Topics whose partitions the group assigns (explicit and pattern-matched)."""
+        """The subscribed topics, explicit and pattern-matched (the pattern's matches as of the last match)."""
         return self._subscription.subscribed_topics()
 
     def assignment(self) -> set[TopicPartition]:
         """The partitions this consumer owns now: the group's (empty while it joins or rebalances),
-        the static ones without a group, or the manual assignment."""
+        without a group the static ones and every known partition of the subscribed topics, or the
+        manual assignment."""
         return set(self._subscription.assignment)
