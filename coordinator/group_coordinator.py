@@ -90,6 +90,7 @@ class GroupCoordinator:
         self.limits = Limits(min_session_timeout_ms, max_session_timeout_ms, max_group_size)
         self.lock = threading.RLock()
         self._groups: dict[str, Group] = {}
+        self._loading = False  # replay() of records read back from the log (see replay)
         self._sink: Sink = self.apply
         self.group_locks = GroupLocks()
         self._membership = Membership(catalog, clock, self._schedule, self.limits)
@@ -210,8 +211,12 @@ class GroupCoordinator:
             found = self._groups.get(group)
             return None if found is None else snapshot_of(found.settings, found.generation, found.offsets)
 
-    def replay(self, record: Record) -> None:
+    def replay(self, record: Record, *, loading: bool = False) -> None:
         """Apply one record: the only way persisted state changes (live and at start-up).
+
+        ``loading``: the record is read back from the log (start-up, a partition of the
+        groups topic taken over), not new: a group it creates is logged at debug, since the
+        load logs one summary (a line per group would be 10,000 lines for 10,000 groups).
 
         Raises:
             TypeError: ``record`` is not a coordinator record.
@@ -220,7 +225,11 @@ class GroupCoordinator:
         if replayer is None:
             raise TypeError(f"not a coordinator record: {record!r}")
         with self.lock:
-            replayer(record)
+            self._loading = loading
+            try:
+                replayer(record)
+            finally:
+                self._loading = False
 
     def snapshot_records(self, holds: Callable[[str], bool] | None = None) -> list[Record]:
         """Records that rebuild the current persisted state from nothing: per group,
@@ -242,7 +251,8 @@ class GroupCoordinator:
         group = self._groups.get(record.group)
         if group is None:
             self._groups[record.group] = Group(record.group, record)
-            _logger.info("group.created", group=record.group, ephemeral=record.ephemeral, strategy=record.strategy)
+            log = _logger.debug if self._loading else _logger.info
+            log("group.created", group=record.group, ephemeral=record.ephemeral, strategy=record.strategy)
         else:
             group.settings = record
 

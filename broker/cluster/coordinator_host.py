@@ -172,7 +172,7 @@ class CoordinatorHost:
             self.store = OffsetStore(self.records_log)
             replayed = 0
             for record in self.store.replay():
-                self.coordinator.replay(record)
+                self.coordinator.replay(record, loading=True)
                 replayed += 1
             log.info("coordinator.loaded", records=replayed, groups=len(self.coordinator.group_names()))
             self.sink = RecordSink(self.coordinator, SingleShard(self.store))

@@ -281,7 +281,7 @@ class GroupLogPlacement:
         replayed = 0
         for record in store.replay():
             if partition_for(record.group, count) == p:
-                self.groups.replay(record)
+                self.groups.replay(record, loading=True)
                 replayed += 1
         shard = Shard(store, lambda name: partition_for(name, count) == p)
         if record_log.end_offset == 0:
