@@ -21,12 +21,12 @@ import time
 import grpc
 import structlog
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException
+from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.handlers.threading import KazooTimeoutError
 
-from rill.broker.cluster.partition_states import read_controller
 from rill.broker.cluster.replica_control_servicer import ReplicaControlClient
-from rill.broker.cluster.replicated_topics import read_broker_epoch
-from rill.client.zookeeper.registry import RegistryView
+from rill.client.zookeeper.registry import IDS_PATH, RegistryView
+from rill.client.zookeeper.replica_layout import CONTROLLER_PATH, ControllerInfo
 from rill.v1 import replication_pb2 as rpb
 
 __all__ = ["request_controlled_shutdown"]
@@ -59,9 +59,8 @@ def _attempt(zk: KazooClient, registry: RegistryView, client: ReplicaControlClie
              timeout_s: float) -> int:
     """One request; the number of partitions still led here (-1 when the request failed)."""
     try:
-        controller = read_controller(zk)
-        epoch = read_broker_epoch(zk, broker_id)
-    except (KazooException, ValueError) as exc:
+        controller, epoch = _controller_and_epoch(zk, broker_id, timeout_s)
+    except (KazooException, KazooTimeoutError, ValueError) as exc:
         log.warning("controlled_shutdown.zookeeper_failed", error=str(exc) or type(exc).__name__)
         return -1
     if controller is None or epoch is None:
@@ -88,3 +87,23 @@ def _attempt(zk: KazooClient, registry: RegistryView, client: ReplicaControlClie
         log.info("controlled_shutdown.partitions_remaining", count=len(response.remaining),
                  first=[f"{tp.topic}-{tp.partition}" for tp in response.remaining[:5]])
     return len(response.remaining)
+
+
+def _controller_and_epoch(zk: KazooClient, broker_id: int, timeout_s: float) -> tuple[ControllerInfo | None, int | None]:
+    """The controller and this broker's epoch, both read at once and each bounded by ``timeout_s``.
+
+    kazoo's blocking reads wait for ever for a connection that may not come back: a read
+    queued while ZooKeeper is unreachable (a broker told to stop after its ZooKeeper is
+    gone) would keep the broker from stopping. Raises KazooTimeoutError (the read did not
+    complete in time), a KazooException, or ValueError (a malformed controller node).
+    """
+    controller_read = zk.get_async(CONTROLLER_PATH)
+    registration_read = zk.exists_async(f"{IDS_PATH}/{broker_id}")
+    try:
+        data, _ = controller_read.get(timeout=timeout_s)
+        controller: ControllerInfo | None = ControllerInfo.decode(data)
+    except NoNodeError:
+        controller = None
+    stat = registration_read.get(timeout=timeout_s)
+    return controller, None if stat is None else int(stat.czxid)
+
