@@ -9,12 +9,15 @@ network-partition tests do (CI runs as root; bash .ci/setup installs iproute2).
 Each step is written to ``step-<line>.sh`` (or ``.py``) in the working directory and run
 by the persistent shell with its output (stdout and stderr) in ``step-<line>.out``; the
 shell then reports the step's exit status on a pipe the test reads, bounded by a timeout.
+Bash's own notices of a background job killed by a signal (a doc's ``kill -9`` of a broker
+it started) are not part of what a step printed.
 """
 
 from __future__ import annotations
 
 import os
 import queue
+import re
 import secrets
 import signal
 import subprocess
@@ -29,6 +32,16 @@ from tests.docs.walkthrough import Step
 
 class StepFailed(AssertionError):
     pass
+
+
+_JOB_NOTICE = re.compile(r"^.*: line \d+: +\d+ (Killed|Terminated|Hangup|Aborted|Quit)\b.*\n?", re.MULTILINE)
+
+
+def without_job_notices(printed: str) -> str:
+    """``printed`` without the lines in which bash reports a background job killed by a signal
+    (``step-243.sh: line 4: 28495 Killed  rill-broker ...``): the shell's, not a command's, output
+    (an interactive shell prints them as ``[1]+ Killed ...``, which no doc shows either)."""
+    return _JOB_NOTICE.sub("", printed)
 
 
 def _ip(*args: str) -> subprocess.CompletedProcess[str]:
@@ -64,7 +77,8 @@ class ShellSession:
         """Run ``step``; return what it printed.
 
         Raises:
-            StepFailed: it exited non-zero, or did not finish (or, in the background, did
+            StepFailed: it exited with another status than ``step.status`` (0 unless the doc
+                says ``exit N``), or did not finish (or, in the background, did
                 not print its text) within ``timeout`` seconds.
         """
         assert self.proc is not None and self.proc.stdin is not None and self.proc.stdout is not None
@@ -79,9 +93,10 @@ class ShellSession:
             self.proc.stdin.write(f"{{ {command} ; }} > {out} 2>&1 < /dev/null; echo __step_done__ $?\n")
         self.proc.stdin.flush()
         status = self._status(step, timeout)
-        printed = out.read_text(errors="replace") if out.exists() else ""
-        if status != 0:
-            raise StepFailed(f"line {step.line}: the step exited with {status}:\n{step.code}\nit printed:\n{printed}")
+        printed = without_job_notices(out.read_text(errors="replace")) if out.exists() else ""
+        if status != step.status:
+            raise StepFailed(f"line {step.line}: the step exited with {status}, not {step.status}:\n{step.code}\n"
+                             f"it printed:\n{printed}")
         if step.background is not None:
             deadline = time.monotonic() + timeout
             while step.background not in printed:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.docs.shell_session import without_job_notices
 from tests.docs.walkthrough import mismatch, shape, steps
 
 DOC = """# Title
@@ -67,3 +68,31 @@ def test_mismatch_compares_multisets_of_shapes() -> None:
 def test_a_shortened_output_needs_only_its_lines() -> None:
     assert mismatch("x 1\n...\nz 3\n", "x 1\ny 2\nz 3\nw 4\n") is None
     assert mismatch("x 1\n...\nz 3\n", "x 1\ny 2\n") is not None
+
+
+def test_an_exit_directive_sets_the_status_a_step_must_end_with() -> None:
+    doc = "<!-- walkthrough: exit 1 -->\n```sh\nrill topics create --topic big\n```\n\n```\nrill: error: no\n```\n\n" \
+          "```sh\nls\n```\n"
+    got = steps(doc)
+    assert [s.status for s in got] == [1, 0]
+    assert got[0].expected == "rill: error: no\n"
+
+
+def test_blocks_indented_in_a_list_item_are_steps_too() -> None:
+    doc = ("- **Producers go on.**\n\n  ```sh\n  python produce.py outage 30\n  ```\n"
+           "  ```\n  30 messages sent\n  ```\n- Next.\n")
+    got = steps(doc)
+    assert [(s.code, s.expected) for s in got] == [("python produce.py outage 30\n", "30 messages sent\n")]
+
+
+def test_the_shells_notices_of_killed_jobs_are_not_output() -> None:
+    printed = ("demo's coordinator is broker 1\n/tmp/w/step-243.sh: line 4: 28495 Killed                  "
+               "rill-broker --broker-id $i > broker-$i.log 2>&1\nTOPIC\tPARTITION\n")
+    assert without_job_notices(printed) == "demo's coordinator is broker 1\nTOPIC\tPARTITION\n"
+
+
+@pytest.mark.parametrize("directive", ["exit1", 'backgrond "ready"', "not-run"])
+def test_an_unknown_directive_is_refused(directive: str) -> None:
+    doc = f"<!-- walkthrough: {directive} -->\n```sh\nls\n```\n"
+    with pytest.raises(ValueError, match="unknown walkthrough directive"):
+        steps(doc)

@@ -35,3 +35,8 @@ def run_walkthrough(doc: str, workdir: Path) -> None:
 @pytest.mark.slow
 def test_the_quickstart_runs_as_written(tmp_path: Path) -> None:
     run_walkthrough("quickstart.md", tmp_path)
+
+
+@pytest.mark.slow
+def test_the_cluster_walkthrough_runs_as_written(tmp_path: Path) -> None:
+    run_walkthrough("cluster.md", tmp_path)
