@@ -20,6 +20,7 @@ from rill.v1 import admin_pb2 as apb
 from rill.v1 import admin_pb2_grpc as apb_grpc
 from rill.v1 import coordinator_pb2 as pb
 from rill.v1 import coordinator_pb2_grpc as pb_grpc
+from rill.client.grpc_channels import insecure_channel
 
 DEFAULT_TIMEOUT = 30.0
 
@@ -38,7 +39,7 @@ class AdminClient:
         self.address = address
         self.timeout = timeout
         self.client_id = client_id
-        self.channel = grpc.insecure_channel(address)
+        self.channel = insecure_channel(address)
         self.groups = pb_grpc.GroupCoordinatorStub(self.channel)  # type: ignore[no-untyped-call]
         self.admin = apb_grpc.AdminStub(self.channel)  # type: ignore[no-untyped-call]
 

@@ -31,6 +31,7 @@ import structlog
 
 from rill.v1 import coordinator_pb2 as pb
 from rill.v1 import coordinator_pb2_grpc as pb_grpc
+from rill.client.grpc_channels import insecure_channel
 
 log = structlog.get_logger(__name__)
 
@@ -70,7 +71,7 @@ class Peers:
         with self._lock:
             found = self._stubs.get(address)
             if found is None:
-                channel = grpc.insecure_channel(address)
+                channel = insecure_channel(address)
                 found = self._stubs[address] = (channel, pb_grpc.GroupCoordinatorStub(channel))  # type: ignore[no-untyped-call]
             return found[1]
 

@@ -39,6 +39,7 @@ from rill.coordinator.grpc_server import Registration
 from rill.v1 import coordinator_pb2 as pb
 from rill.v1 import replication_pb2 as rpb
 from rill.v1 import replication_pb2_grpc as rpb_grpc
+from rill.client.grpc_channels import insecure_channel
 
 __all__ = [
     "BrokerNotAvailable", "ControllerEpochFence", "IsrExitHandler", "NotController", "ReplicaControlClient", "ReplicaControlServicer",
@@ -264,7 +265,7 @@ class ReplicaControlClient:
         with self._lock:
             found = self._stubs.get(address)
             if found is None:
-                channel = grpc.insecure_channel(address)
+                channel = insecure_channel(address)
                 found = self._stubs[address] = (channel, rpb_grpc.ReplicaControlStub(channel))  # type: ignore[no-untyped-call]
             return found[1]
 
