@@ -171,8 +171,11 @@ def test_consume_into_a_closed_pipe_exits_quietly(broker: RunningBroker) -> None
 def test_follow_interrupted_exits_130_with_a_summary(broker: RunningBroker) -> None:
     """Ctrl-C (SIGINT) during --follow exits 130, prints the summary and no traceback."""
     produce(broker, 0, [b"only"])
+    # SIGINT as a terminal delivers it: a suite started in the background of a non-interactive shell runs
+    # with SIGINT ignored, and a child inherits that (Python then installs no KeyboardInterrupt handler)
     process = subprocess.Popen([sys.executable, "-m", "rill.client.cli.main", "consume", "--topic", "t", "--follow",
-                                "--broker", broker.address], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                                "--broker", broker.address], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert process.stdout is not None
     assert process.stdout.readline() == b"only\n"  # it is now long-polling
     process.send_signal(signal.SIGINT)

@@ -162,8 +162,9 @@ class Scenario:
         for i in BROKERS:
             eventually(lambda i=i: self.cluster.metadata(i).partitions == PARTITIONS, 15,  # type: ignore[misc]
                        f"{PARTITIONS} partitions at broker {i}")
-        leaders = self.cluster.metadata(1).leaders
-        assert sorted(leaders) == sorted(BROKERS * PER_BROKER)
+        # every broker's partitions led by it, as broker 1 sees them (its registry and topic watches fire apart)
+        eventually(lambda: sorted(self.cluster.metadata(1).leaders) == sorted(BROKERS * PER_BROKER), 15,
+                   "each partition's leader known at broker 1")
 
     def produce(self, counts: dict[int, int], first: int = 0) -> None:
         with Producer(bootstrap_servers=self.cluster.bootstrap(), linger_ms=1) as producer:
