@@ -194,7 +194,10 @@ class Broker:
 
     def stop(self) -> None:
         """Stop serving (any thread, or a signal handler). A broker holding replicas in a cluster first
-        moves its leaderships away (controlled shutdown), on a thread of its own, while it still serves."""
+        moves its leaderships away (controlled shutdown), on a thread of its own, while it still serves
+        (the controller's LeaderAndIsr making it a follower is applied). Once the event loop has stopped,
+        a LeaderAndIsr is answered UNAVAILABLE at once (event_loop.LoopStopped), so no gRPC handler
+        holds the stop: :meth:`close`'s gRPC grace ends as soon as the calls under way have answered."""
         if self._stopping:
             return
         self._stopping = True
@@ -222,6 +225,9 @@ class Broker:
 
         A partition that failed (a full disk, say) does not make the stop fail: it is
         logged and named in the clean-shutdown marker, so the next start recovers it.
+        The gRPC server answers until the end (its grace lets calls under way finish);
+        none waits on a stopped part: LeaderAndIsr is refused UNAVAILABLE and, once the
+        controller here has closed, ControlledShutdown and LeaveIsr NOT_CONTROLLER.
 
         Returns:
             The partitions that had failed, as ``<topic>-<partition>``.
@@ -231,6 +237,9 @@ class Broker:
         self._closed = True
         self.healer.close()
         if self.controller is not None:
+            # from now on ControlledShutdown and LeaveIsr answer NOT_CONTROLLER at once (the asking broker reads
+            # the new controller and asks again), not after 30 s waiting for a worker that has stopped
+            self.replica_control.controller = None
             self.controller.close()  # another broker takes over at once
         self.coordination.leave_cluster()  # groups' final state to ZooKeeper while the session is up
         if self.replicated_creator is not None:

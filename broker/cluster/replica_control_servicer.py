@@ -8,7 +8,10 @@
   STALE_CONTROLLER_EPOCH), converts each entry to a
   :class:`~rill.broker.replication.replica.PartitionRole` and hands them to a
   :class:`RoleApplier` (the replica manager). Requests are applied one at a time, under
-  the fence's lock, so an admitted epoch is never overtaken by an older one.
+  the fence's lock, so an admitted epoch is never overtaken by an older one. A broker
+  whose event loop has stopped (it is stopping) answers gRPC UNAVAILABLE at once: the
+  call failed, as if the broker were gone already (the controller sends again while the
+  broker stays registered), and no handler waits for a loop that will not run.
 - ``ControlledShutdown`` goes to the local :class:`ShutdownHandler` (the controller)
   when this broker has one; its domain errors become ``ReplicaControlError`` codes.
 - ``LeaveIsr`` (a broker healing corrupt data, replica_healer.py) goes to the local
@@ -32,6 +35,7 @@ from typing import Any, Protocol, runtime_checkable
 import grpc
 import structlog
 
+from rill.broker.dataplane.event_loop import LoopStopped
 from rill.broker.replication.replica import PartitionRole
 from rill.broker.replication.replication_throttle import ReplicationThrottle
 from rill.client.protocol import requests as rq
@@ -83,6 +87,9 @@ class RoleApplier(Protocol):
 
         Returns:
             (topic, partition) -> wire error code (``rill.client.errors.ErrorCode``), 0 when applied.
+
+        Raises:
+            LoopStopped: this broker is stopping; nothing was applied.
         """
         ...
 
@@ -189,9 +196,15 @@ class ReplicaControlServicer(rpb_grpc.ReplicaControlServicer):
             if self.throttle is not None and self.throttle.set_rate(max(0, rate)):
                 log.info("replica_control.throttle_changed", bytes_per_second=rate,
                          controller_epoch=request.controller_epoch)
-            codes = self.applier.apply_roles(request.controller_id, request.controller_epoch,
-                                             roles_from_request(request), brokers_from_request(request),
-                                             request.full)
+            try:
+                codes = self.applier.apply_roles(request.controller_id, request.controller_epoch,
+                                                 roles_from_request(request), brokers_from_request(request),
+                                                 request.full)
+            except LoopStopped as exc:
+                log.info("replica_control.broker_stopping", controller_id=request.controller_id,
+                         controller_epoch=request.controller_epoch, partitions=len(request.partitions))
+                context.abort(grpc.StatusCode.UNAVAILABLE, f"broker is stopping: LeaderAndIsr not applied ({exc})")
+                raise  # abort raised already; a context that does not (a test's) still fails the call
         return rpb.LeaderAndIsrResponse(
             error=Error.NONE,
             partitions=[rpb.PartitionResult(topic=t, partition=p, code=c) for (t, p), c in sorted(codes.items())])

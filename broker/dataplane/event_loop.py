@@ -9,26 +9,42 @@ client's own pieces: the producer's send thread and the consumer's ``poll()`` wa
 same way. A callback that raises is logged and the loop goes on: one bug must not stop
 the loop that serves everyone.
 
-Thread-safety: only :meth:`EventLoop.call_soon_threadsafe` and :meth:`EventLoop.stop`
-may be called from other threads; everything else runs on the loop thread.
+:meth:`EventLoop.submit` posts work whose caller waits for its outcome (the
+controller's LeaderAndIsr, replica_manager.py). A stopped loop runs nothing more, so
+such work fails with :class:`LoopStopped` instead: at once when submitted after
+:meth:`EventLoop.stop`, and at :meth:`EventLoop.close` when it was accepted but the
+loop's last turn did not run it. Its caller never waits out a timeout for a loop that
+is gone (a stopping broker held its exit 30 s that way).
+
+Thread-safety: only :meth:`EventLoop.call_soon_threadsafe`, :meth:`EventLoop.submit`
+and :meth:`EventLoop.stop` may be called from other threads (``stop`` from a signal
+handler too: it takes no lock); everything else runs on the loop thread.
 """
 
 from __future__ import annotations
 
 import resource
 import selectors
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any, TypeVar
 
 import structlog
 
 from rill.client.net.timer_heap import Timer, TimerHeap
 from rill.client.net.wakeup import Wakeup
 
-__all__ = ["EventLoop", "Timer", "raise_fd_limit"]
+__all__ = ["EventLoop", "LoopStopped", "Timer", "raise_fd_limit"]
 
 log = structlog.get_logger(__name__)
+T = TypeVar("T")
+
+
+class LoopStopped(RuntimeError):
+    """The event loop has stopped (the broker is stopping): the work submitted was not run and never will be."""
 
 
 def raise_fd_limit() -> int:
@@ -59,6 +75,8 @@ class EventLoop:
         self._wakeup = Wakeup()
         self._wakeup.register(self.selector)
         self._stopping = False
+        self._submitted_lock = threading.Lock()  # never taken by stop(): a signal handler may call it
+        self._submitted: set[Future[Any]] = set()  # accepted by submit, not yet run
 
     def call_later(self, delay: float, callback: Callable[[], None]) -> Timer:
         """Run ``callback`` on the loop after ``delay`` seconds (cancel with the returned timer)."""
@@ -69,7 +87,36 @@ class EventLoop:
         self._calls.append(callback)
         self._wakeup.ring()
 
+    def submit(self, work: Callable[[], T]) -> Future[T]:
+        """Run ``work`` on the loop soon; the future gets its return value or the exception it raised. Any thread.
+
+        Returns at once. After :meth:`stop` the future has already failed with
+        :class:`LoopStopped` (the work never runs); work accepted before that either runs
+        in the loop's last turn or fails with :class:`LoopStopped` at :meth:`close`.
+        """
+        future: Future[T] = Future()
+        with self._submitted_lock:
+            if self._stopping:
+                future.set_exception(LoopStopped("the event loop has stopped: the broker is stopping"))
+                return future
+            self._submitted.add(future)
+
+        def run() -> None:
+            with self._submitted_lock:
+                self._submitted.discard(future)
+            if not future.set_running_or_notify_cancel():
+                return
+            try:
+                future.set_result(work())
+            except BaseException as exc:  # the caller waiting on the future gets it, whatever it is
+                future.set_exception(exc)
+
+        self.call_soon_threadsafe(run)
+        return future
+
     def stop(self) -> None:
+        """End the loop after its current turn; from now on :meth:`submit` fails at once. Any thread, or a signal
+        handler."""
         self._stopping = True
         self.call_soon_threadsafe(lambda: None)
 
@@ -99,5 +146,12 @@ class EventLoop:
         self._wakeup.drain()
 
     def close(self) -> None:
+        """Release the selector and the wake-up; work submitted but not run fails with :class:`LoopStopped`."""
+        with self._submitted_lock:
+            self._stopping = True
+            left, self._submitted = self._submitted, set()
+        for future in left:
+            if future.set_running_or_notify_cancel():
+                future.set_exception(LoopStopped("the event loop stopped before running it: the broker is stopping"))
         self.selector.close()
         self._wakeup.close()

@@ -11,8 +11,8 @@ When ``accept()`` fails for lack of descriptors or memory the listener is paused
 The loop itself (timers, the wake-up, calls from other threads) is
 rill.broker.dataplane.event_loop's :class:`EventLoop`.
 
-Thread-safety: only :meth:`call_soon_threadsafe` and :meth:`stop` may be called from
-other threads; everything else runs on the loop thread.
+Thread-safety: only :meth:`call_soon_threadsafe`, :meth:`submit` and :meth:`stop` may be
+called from other threads; everything else runs on the loop thread.
 """
 
 from __future__ import annotations

@@ -15,13 +15,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from rill.broker.dataplane.server_connection import Connection
 from rill.broker.log.results import AppendInfo, FileSlice
 from rill.client.net.timer_heap import Timer
 
 __all__ = ["FlushScheduler", "Loop", "PartitionLog", "PartitionStore"]
+
+T = TypeVar("T")
 
 
 class PartitionLog(Protocol):
@@ -67,5 +69,9 @@ class Loop(Protocol):
     def call_later(self, delay: float, callback: Callable[[], None]) -> Timer: ...
 
     def call_soon_threadsafe(self, callback: Callable[[], None]) -> None: ...
+
+    def submit(self, work: Callable[[], T]) -> Future[T]:
+        """Run ``work`` on the loop; the future fails with LoopStopped (event_loop.py) once the loop has stopped."""
+        ...
 
     def mark_dirty(self, conn: Connection) -> None: ...

@@ -24,14 +24,16 @@ proposed out every half of it.
 
 Thread-safety: everything runs on the broker's event loop, except
 :meth:`apply_roles`, which any thread may call: it creates missing replica logs and
-stops fetchers on the calling thread, then applies the roles on the loop and waits.
+stops fetchers on the calling thread, then applies the roles on the loop and waits
+(:meth:`~rill.broker.dataplane.event_loop.EventLoop.submit`; once the loop has stopped,
+the broker stopping, it fails at once with
+:class:`~rill.broker.dataplane.event_loop.LoopStopped`).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import Future
 from typing import Protocol
 
 import structlog
@@ -122,7 +124,10 @@ class ReplicaManager:
         The ReplicaControl service refuses a request from an older controller epoch before this.
 
         Raises:
-            TimeoutError: the event loop did not apply them within APPLY_TIMEOUT_S.
+            LoopStopped: the broker is stopping: its event loop had stopped, or stopped before
+                applying them (at once, not after APPLY_TIMEOUT_S). Nothing was applied, though
+                a missing replica log may have been created.
+            TimeoutError: the (running) event loop did not apply them within APPLY_TIMEOUT_S.
         """
         codes: dict[Key, int] = {}
         mine = [r for r in roles if self.broker_id in r.replicas]
@@ -140,16 +145,8 @@ class ReplicaManager:
         leading = [known[(r.topic, r.partition)] for r in mine
                    if (r.topic, r.partition) in known and r.leader in (self.broker_id, -1)]
         self.fetchers.remove(leading)  # a leader (or an offline replica) must not be fetching any more
-        done: Future[dict[Key, int]] = Future()
-
-        def apply() -> None:
-            try:
-                done.set_result(self._apply(controller_epoch, roles, brokers, codes))
-            except BaseException as exc:  # report it to the waiting caller instead of losing it
-                done.set_exception(exc)
-
-        self.loop.call_soon_threadsafe(apply)
-        result = done.result(timeout=APPLY_TIMEOUT_S)
+        done = self.loop.submit(lambda: self._apply(controller_epoch, roles, brokers, codes))
+        result = done.result(timeout=APPLY_TIMEOUT_S)  # LoopStopped at once when the loop is gone
         failed = delete_replicas(self.store, [r for r in leaving if self.replicas.get((r.topic, r.partition)) is not r])
         return {**result, **{key: int(ErrorCode.STORAGE_ERROR) for key in failed}}
 

@@ -14,6 +14,7 @@ from rill.broker.cluster.replica_control_servicer import (BrokerNotAvailable, Co
                                                           ReplicaControlClient, ReplicaControlServicer,
                                                           StaleBrokerEpoch, brokers_to_proto, role_to_proto,
                                                           roles_from_request)
+from rill.broker.dataplane.event_loop import LoopStopped
 from rill.broker.replication.replica import PartitionRole
 from rill.client.errors import ErrorCode
 from rill.client.protocol import requests as rq
@@ -99,6 +100,32 @@ def test_lower_controller_epoch_is_refused(applier: Applier, address: str) -> No
     assert stale.error == rpb.ReplicaControlError.STALE_CONTROLLER_EPOCH and not stale.partitions
     assert again.error == rpb.ReplicaControlError.NONE
     assert [call[0] for call in applier.calls] == [5, 5]
+
+
+class StoppingApplier(Applier):
+    """A broker whose event loop has stopped: every apply_roles raises LoopStopped."""
+
+    def apply_roles(self, controller_id: int, controller_epoch: int, roles: Sequence[PartitionRole],
+                    brokers: Sequence[rq.BrokerInfo], full: bool) -> Mapping[tuple[str, int], int]:
+        raise LoopStopped("the event loop has stopped")
+
+
+def test_leader_and_isr_to_a_stopping_broker_fails_unavailable_at_once() -> None:
+    """A LeaderAndIsr reaching a broker whose loop has stopped ends at once as UNAVAILABLE (the controller's
+    'send failed': it sends again while the broker stays live), not after the caller's deadline."""
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    rpb_grpc.add_ReplicaControlServicer_to_server(ReplicaControlServicer(StoppingApplier()), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    client = ReplicaControlClient()
+    try:
+        with pytest.raises(grpc.RpcError) as failed:
+            client.leader_and_isr(f"127.0.0.1:{port}", request(1, ROLE), timeout=5)
+    finally:
+        client.close()
+        server.stop(0)
+    assert failed.value.code() == grpc.StatusCode.UNAVAILABLE  # type: ignore[attr-defined]
+    assert "stopping" in failed.value.details()  # type: ignore[attr-defined]
 
 
 def test_fence_admits_only_rising_epochs() -> None:
