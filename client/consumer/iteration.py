@@ -23,6 +23,7 @@ Not thread-safe: see :class:`~rill.client.consumer.consumer.Consumer`.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from typing import Self
 
 from rill.client.consumer.calls import ConsumerCalls
@@ -38,10 +39,8 @@ class IterationCalls(ConsumerCalls):
 
     _waiting: deque[Waiting]  # in the order fetched; set by Consumer.__init__
     _held: dict[TopicPartition, deque[Waiting]]  # messages of paused partitions, in order
-
-    def _fetch_records(self, timeout: float | None, limit: int, advance: bool) -> list[Message]:
-        """The poll loop (the Consumer's): up to ``limit`` messages, or [] after ``timeout`` seconds."""
-        raise NotImplementedError
+    # the poll loop, the Consumer's method (timeout, limit, advance): up to limit messages, [] after timeout
+    _fetch_records: Callable[[float | None, int, bool], list[Message]]
 
     def __iter__(self) -> Self:
         return self
@@ -63,7 +62,7 @@ class IterationCalls(ConsumerCalls):
             if taken:
                 return taken[0]
             remaining = None if deadline is None else max(0.0, deadline - self._clock())
-            records = self._fetch_records(remaining, self.config["max.poll.records"], advance=False)
+            records = self._fetch_records(remaining, self.config["max.poll.records"], False)  # positions stay
             if records:
                 self._keep(records)
             elif deadline is not None and self._clock() >= deadline:
