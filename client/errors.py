@@ -25,7 +25,13 @@ Hierarchy::
     │   ├── UnknownLeaderEpoch      (18) the request's leader epoch is newer than the broker's
     │   ├── OffsetNotAvailable      (19) a new leader's high watermark has not reached its epoch yet
     │   ├── InvalidReplicationFactor (20) a replication factor outside 1 .. live brokers
-    │   └── LeaderNotAvailable      (21) the partition has no leader yet (a topic being created; retriable)
+    │   ├── LeaderNotAvailable      (21) the partition has no leader yet (a topic being created; retriable)
+    │   ├── UnsupportedSaslMechanism (22) the listener does not offer that SASL mechanism
+    │   ├── IllegalSaslState        (23) a request out of order for SASL (before authenticating, say)
+    │   ├── SaslAuthenticationFailed (24) wrong user name or password
+    │   ├── TopicAuthorizationFailed (25) the principal may not do that to the topic (ACLs)
+    │   ├── GroupAuthorizationFailed (26) the principal may not do that to the group (ACLs)
+    │   └── ClusterAuthorizationFailed (27) the principal may not do that to the cluster (ACLs)
     ├── CorruptMessageError         a fetched message failed its CRC check
     └── ConnectionClosed            the peer closed the connection
 
@@ -63,6 +69,12 @@ class ErrorCode(IntEnum):
     OFFSET_NOT_AVAILABLE = 19
     INVALID_REPLICATION_FACTOR = 20
     LEADER_NOT_AVAILABLE = 21
+    UNSUPPORTED_SASL_MECHANISM = 22
+    ILLEGAL_SASL_STATE = 23
+    SASL_AUTHENTICATION_FAILED = 24
+    TOPIC_AUTHORIZATION_FAILED = 25
+    GROUP_AUTHORIZATION_FAILED = 26
+    CLUSTER_AUTHORIZATION_FAILED = 27
 
 
 class RillError(Exception):
@@ -223,6 +235,56 @@ class LeaderNotAvailable(BrokerError):
     meaning = "the partition has no leader yet (a topic being created): nothing was written; refresh metadata"
 
 
+class UnsupportedSaslMechanism(BrokerError):
+    """Code 22. The listener does not offer the SASL mechanism the client asked for (the
+    response names those it does)."""
+
+    code = ErrorCode.UNSUPPORTED_SASL_MECHANISM
+    meaning = "the listener does not offer that SASL mechanism"
+
+
+class IllegalSaslState(BrokerError):
+    """Code 23. A request out of SASL's order: anything but SASL_HANDSHAKE before a client has
+    authenticated on a SASL listener, a handshake on a listener without SASL, or a second one.
+    The broker closes the connection after answering."""
+
+    code = ErrorCode.ILLEGAL_SASL_STATE
+    meaning = "a request out of order for SASL (a SASL listener takes nothing before authentication)"
+
+
+class SaslAuthenticationFailed(BrokerError):
+    """Code 24. Authentication failed: an unknown user or a wrong password (the broker does not
+    say which). The broker closes the connection after answering."""
+
+    code = ErrorCode.SASL_AUTHENTICATION_FAILED
+    meaning = "authentication failed: wrong user name or password"
+
+
+class AuthorizationFailed(BrokerError):
+    """The principal may not do that (an ACL refused it). Never retriable: an operator must grant it."""
+
+
+class TopicAuthorizationFailed(AuthorizationFailed):
+    """Code 25. The principal may not do that to the topic (Read, Write, Describe, Create, ...)."""
+
+    code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    meaning = "not authorized to access the topic (ACLs)"
+
+
+class GroupAuthorizationFailed(AuthorizationFailed):
+    """Code 26. The principal may not do that to the consumer group."""
+
+    code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+    meaning = "not authorized to access the group (ACLs)"
+
+
+class ClusterAuthorizationFailed(AuthorizationFailed):
+    """Code 27. The principal may not do that to the cluster (create topics, alter ACLs, ...)."""
+
+    code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    meaning = "not authorized for that cluster operation (ACLs)"
+
+
 class CorruptMessageError(RillError):
     """A message read from a broker failed its CRC or framing check; never delivered."""
 
@@ -238,7 +300,9 @@ _BY_CODE: dict[int, type[BrokerError]] = {
         MessageTooLarge, InvalidTopic, InvalidOffset, UnknownTopic, RequestTimedOut,
         StorageError, InvalidRequest, InvalidPartitions, PartitionLimitReached, NotLeaderForPartition,
         NotEnoughReplicas, NotEnoughReplicasAfterAppend, FencedLeaderEpoch, UnknownLeaderEpoch,
-        OffsetNotAvailable, InvalidReplicationFactor, LeaderNotAvailable,
+        OffsetNotAvailable, InvalidReplicationFactor, LeaderNotAvailable, UnsupportedSaslMechanism,
+        IllegalSaslState, SaslAuthenticationFailed, TopicAuthorizationFailed, GroupAuthorizationFailed,
+        ClusterAuthorizationFailed,
     )
 }
 
