@@ -16,7 +16,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from rill.client.cli import acl_commands, consume, groups, perf, produce, spark, topics, users
+from rill.client.cli import acl_commands, consume, groups, perf, produce, quotas, spark, topics, users
 from rill.client.cli.bootstrap import wrong_port_hint
 from rill.client.cli.common import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, CliError, cli_logging
 from rill.client.cli.reset_targets import join_dash_values
@@ -38,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     spark.add_parser(subparsers)
     acl_commands.add_parser(subparsers)
     users.add_parser(subparsers)
+    quotas.add_parser(subparsers)
     return parser
 
 
