@@ -35,6 +35,7 @@ from rill.broker.replication.replica_fetcher import FetcherSettings, ReplicaFetc
 from rill.broker.replication.replica_healer import ReplicaHealer
 from rill.broker.replication.replica_manager import ReplicaManager
 from rill.broker.replication.replication_throttle import ReplicationThrottle
+from rill.broker.security.broker_security import BrokerSecurity
 from rill.client.errors import StorageError
 from rill.client.protocol import requests as rq
 from rill.client.topic_names import GROUPS_TOPIC
@@ -47,6 +48,7 @@ log = structlog.get_logger(__name__)
 class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
+        self.security = BrokerSecurity(config)  # (bad TLS files, listeners: refused before anything opens)
         self.logs = LogManager(
             config["log.dir"], config.log_config(), num_partitions=config["num.partitions"],
             truncate_corrupt=config["log.recovery.truncate.corrupt"],
@@ -58,6 +60,8 @@ class Broker:
         try:
             self.server = BrokerServer(
                 config["host.name"], config["port"],
+                listeners=self.security.listener_specs(),
+                authentication_timeout_ms=config["authentication.timeout.ms"],
                 max_request_size=config["socket.request.max.bytes"],
                 max_connections=config["max.connections"],
                 max_connections_per_ip=config["max.connections.per.ip"],
@@ -68,6 +72,8 @@ class Broker:
             self.logs.close()
             raise
         self.cluster = ClusterView(self.logs, self.identity)  # the registry joins it once ZooKeeper is up
+        if self.security.enabled and not config["zookeeper.connect"]:
+            self.security.use_data_dir(config["log.dir"])
         self.throttle = ReplicationThrottle()  # set by the controller (reassignment --throttle)
         self.fetchers = ReplicaFetchers(FetcherSettings(
             broker_id=config["broker.id"], max_wait_ms=config["replica.fetch.wait.max.ms"],
@@ -83,9 +89,14 @@ class Broker:
         self.replica_control = ReplicaControlServicer(self.replicas, throttle=self.throttle)
         self.controller: Controller | None = None
         try:
-            self.coordination = CoordinatorHost(config, self.logs, self.server.port, self.cluster,
+            self.coordination = CoordinatorHost(config, self.logs, self.port, self.cluster,
                                                 replicas=self.replicas, loop=self.server)
-            self.grpc_port = self.coordination.start(extra=[replica_control_registration(self.replica_control)])
+            grpc_security = self.security.grpc_security(config["host.name"])
+            self.grpc_port = self.coordination.start(extra=[replica_control_registration(self.replica_control)],
+                                                     security=grpc_security)
+            self.grpc_tls_port = grpc_security.tls_port
+            self.cluster.endpoints = self.security.advertised(self.server.listeners, advertised_host(config),
+                                                              self.grpc_port, self.grpc_tls_port)
         except BaseException:
             self.server.close()
             self.logs.close()
@@ -123,8 +134,10 @@ class Broker:
         registration = ZkRegistration(
             config["zookeeper.connect"], config["broker.id"], advertised_host(config), self.port,
             self.logs.topics, grpc_port=self.grpc_port, session_timeout_ms=config["zookeeper.session.timeout.ms"],
-            connection_timeout_ms=config["zookeeper.connection.timeout.ms"])
+            connection_timeout_ms=config["zookeeper.connection.timeout.ms"], endpoints=self.cluster.endpoints)
         registration.start()
+        if self.security.enabled:
+            self.security.use_zookeeper(registration.zk)
         registry = RegistryView(registration.zk)
         try:
             registry.start(timeout=config["zookeeper.connection.timeout.ms"] / 1000)
@@ -176,7 +189,8 @@ class Broker:
 
     @property
     def port(self) -> int:
-        return int(self.server.port)
+        """The data port published as this broker's address (its PLAINTEXT listener's, if it has one)."""
+        return int(BrokerSecurity.registered(self.server.listeners).port)
 
     def serve_forever(self) -> None:
         """Serve until :meth:`stop`. ``broker.ready`` is logged (and :attr:`ready` set) once the loop runs
@@ -188,8 +202,11 @@ class Broker:
 
     def _announce_ready(self) -> None:
         self.coordination.wait_serving()
+        secured = {"listeners": [str(b.endpoint) for b in self.server.listeners],
+                   "grpc_tls_port": self.grpc_tls_port} if self.security.enabled else {}
         log.info("broker.ready", broker_id=self.config["broker.id"], host=self.server.host, port=self.port,
-                 grpc_port=self.grpc_port, log_dir=str(self.config["log.dir"]), topics=len(self.logs.topics()))
+                 grpc_port=self.grpc_port, log_dir=str(self.config["log.dir"]), topics=len(self.logs.topics()),
+                 **secured)
         self.ready.set()
 
     def stop(self) -> None:
@@ -236,6 +253,7 @@ class Broker:
             return []
         self._closed = True
         self.healer.close()
+        self.security.close()
         if self.controller is not None:
             # from now on ControlledShutdown and LeaveIsr answer NOT_CONTROLLER at once (the asking broker reads
             # the new controller and asks again), not after 30 s waiting for a worker that has stopped

@@ -34,6 +34,26 @@ KEYS: tuple[Key, ...] = (
     Key("host.name", str, "0.0.0.0", "Address the data-plane listener binds to."),
     Key("advertised.host.name", str, "", "Host name given to clients and ZooKeeper (default: the machine's host name)."),
     Key("port", int, 9092, "Data-plane (Kafka 0.7 protocol) port; 0 picks a free port."),
+    Key("listeners", str, "",
+        "Data-plane listeners, PROTOCOL://host:port[,...] with PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL (one each); "
+        "empty: one PLAINTEXT listener on host.name and port (docs/security.md)."),
+    Key("advertised.listeners", str, "",
+        "Where clients reach each listener, PROTOCOL://host:port[,...] by the same names; a listener not named here "
+        "is advertised at its bound address (advertised.host.name for a wildcard host)."),
+    Key("ssl.certfile", str, "", "TLS listeners: this broker's certificate chain (PEM)."),
+    Key("ssl.keyfile", str, "", "TLS listeners: this broker's private key (PEM)."),
+    Key("ssl.cafile", str, "", "TLS listeners: the CAs (PEM) that sign client certificates (with ssl.client.auth)."),
+    Key("ssl.client.auth", str, "none",
+        "TLS listeners: none, requested (checked if sent) or required (a client without a valid certificate fails "
+        "its handshake). A verified certificate makes the client User:<its common name>.",
+        choices=("none", "requested", "required")),
+    Key("sasl.enabled.mechanisms", str, "SCRAM-SHA-256,SCRAM-SHA-512,PLAIN",
+        "SASL listeners: the mechanisms offered (PLAIN checks the password against the user's SCRAM credential)."),
+    Key("sasl.server.max.receive.size", int, 524_288,
+        "Largest request accepted from a client that has not authenticated yet on a SASL listener."),
+    Key("authentication.timeout.ms", int, 10_000,
+        "A connection to a TLS or SASL listener must finish its TLS handshake and SASL authentication within this "
+        "long, or it is closed."),
     Key("log.dir", str, "./rill-data", "Directory holding the partitions."),
     Key("num.partitions", int, 1, "Partitions of a topic created automatically on first produce."),
     Key("num.partitions.max", int, 10_000,
@@ -89,7 +109,12 @@ KEYS: tuple[Key, ...] = (
         "(it holds request memory meanwhile)."),
     Key("connections.max.idle.ms", int, 600_000, "Close connections idle for this long."),
     Key("fetch.max.wait.ms", int, 30_000, "Upper bound on a long-poll fetch's max_wait_ms."),
-    Key("grpc.port", int, 9093, "gRPC port of the group coordinator and admin services; 0 picks a free port."),
+    Key("grpc.port", int, 9093,
+        "gRPC port of the group coordinator and admin services (plaintext); 0 picks a free port, -1 serves no "
+        "plaintext gRPC (then grpc.ssl.port must be set)."),
+    Key("grpc.ssl.port", int, -1,
+        "gRPC over TLS (with ssl.certfile, ssl.keyfile; client certificates name the caller when ssl.client.auth = "
+        "required): its port, 0 picks a free one, -1 none. Clients of the SSL and SASL_SSL listeners are given it."),
     Key("grpc.max.workers", int, 1024,
         "Threads serving gRPC calls (created as needed). With grpc.server = sync a RegisterConsumer holds one "
         "until its rebalance completes, so it must exceed group.max.size (checked at start-up) and, with many "

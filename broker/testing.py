@@ -43,6 +43,13 @@ class RunningBroker:
         self.thread.join(timeout=30)
         self.broker.close()
 
+    def listener_port(self, name: str) -> int:
+        """The port of the listener named ``name`` (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)."""
+        for listener in self.server.listeners:
+            if listener.endpoint.name == name:
+                return listener.port
+        raise KeyError(f"no {name} listener")
+
     @property
     def grpc_address(self) -> str:
         return f"{self.host}:{self.grpc_port}"

@@ -31,6 +31,7 @@ from rill.client.errors import ConnectionClosed
 from rill.client.net.broker_socket import BrokerSocket
 from rill.client.protocol.connection import DEFAULT_MAX_RESPONSE_SIZE
 from rill.client.protocol.framing import DecodeError
+from rill.client.security.client_security import ClientSecurity
 
 __all__ = ["BrokerConnection", "DEFAULT_MAX_RESPONSE_SIZE", "parse_address"]
 
@@ -41,19 +42,20 @@ class BrokerConnection:
     """A blocking connection to ``host:port``.
 
     ``timeout`` (seconds) bounds the connect and every single socket operation;
-    ``None`` waits forever. The connection is opened in the constructor.
+    ``None`` waits forever. The connection is opened in the constructor, with the TLS
+    handshake and SASL authentication ``security`` asks for.
 
     Raises:
         ConnectionClosed: the broker cannot be reached (refused, unresolvable, timed out).
     """
 
     def __init__(self, host: str, port: int, timeout: float | None = 30.0, *,
-                 max_response_size: int = DEFAULT_MAX_RESPONSE_SIZE) -> None:
+                 max_response_size: int = DEFAULT_MAX_RESPONSE_SIZE, security: ClientSecurity | None = None) -> None:
         self.host = host
         self.port = port
         self.timeout = timeout
         self.max_response_size = max_response_size
-        self._socket: BrokerSocket[None] = BrokerSocket((host, port), max_response_size)
+        self._socket: BrokerSocket[None] = BrokerSocket((host, port), max_response_size, security=security)
         self._socket.connect_blocking(timeout)
 
     def __repr__(self) -> str:

@@ -13,8 +13,9 @@ from collections.abc import Iterable, Sequence
 
 import structlog
 
-from rill.client.errors import ConnectionClosed, RillError
+from rill.client.errors import AuthenticationFailed, ConnectionClosed, RillError
 from rill.client.protocol import requests as rq
+from rill.client.security.client_security import ClientSecurity
 from rill.client.simple import SimpleConsumer
 
 log = structlog.get_logger(__name__)
@@ -23,9 +24,11 @@ log = structlog.get_logger(__name__)
 class ClusterMetadata:
     """Brokers by id and topics by name, refreshed on demand."""
 
-    def __init__(self, bootstrap: Sequence[tuple[str, int]], timeout: float = 10.0) -> None:
+    def __init__(self, bootstrap: Sequence[tuple[str, int]], timeout: float = 10.0,
+                 security: ClientSecurity | None = None) -> None:
         self.bootstrap = list(bootstrap)
         self.timeout = timeout
+        self.security = security
         self.brokers: dict[int, rq.BrokerInfo] = {}
         self.topics: dict[str, rq.TopicMetadata] = {}
 
@@ -41,16 +44,23 @@ class ClusterMetadata:
         With ``topics`` only those are asked for (and merged in); otherwise every topic.
         """
         names = sorted(set(topics))
-        errors = []
+        errors: list[str] = []
+        refusals: list[AuthenticationFailed] = []
         for host, port in self.addresses():
             try:
-                with SimpleConsumer(host, port, timeout=self.timeout) as client:
+                with SimpleConsumer(host, port, timeout=self.timeout, security=self.security) as client:
                     meta = client.metadata(names)
+            except AuthenticationFailed as exc:
+                refusals.append(exc)
+                errors.append(f"{host}:{port}: {exc}")
+                continue
             except RillError as exc:
                 errors.append(f"{host}:{port}: {exc}")
                 continue
             self._merge(meta, names)
             return meta
+        if refusals and len(refusals) == len(errors):
+            raise refusals[0]  # every broker refused this client's TLS or SASL: say that, as it is
         raise ConnectionClosed("no broker answered a metadata request: " + "; ".join(errors))
 
     def _merge(self, meta: rq.Metadata, names: Sequence[str]) -> None:

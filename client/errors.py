@@ -34,6 +34,7 @@ Hierarchy::
     │   └── ClusterAuthorizationFailed (27) the principal may not do that to the cluster (ACLs)
     ├── CorruptMessageError         a fetched message failed its CRC check
     └── ConnectionClosed            the peer closed the connection
+        └── AuthenticationFailed    the TLS handshake or SASL authentication failed
 
 Codes -1..4 are Kafka 0.7's; 5 and up are rill's and are only sent on rill's
 request types (5 and up) or where 0.7 had no answer at all. Decoding a code this
@@ -291,6 +292,12 @@ class CorruptMessageError(RillError):
 
 class ConnectionClosed(RillError):
     """The peer closed the connection (or it broke) before a whole response arrived."""
+
+
+class AuthenticationFailed(ConnectionClosed):
+    """Setting up a secure connection failed: the TLS handshake (a certificate refused, a listener
+    that is not TLS) or SASL (a wrong password, a mechanism the listener does not offer). The
+    message says which; retrying with the same settings fails the same way."""
 
 
 _BY_CODE: dict[int, type[BrokerError]] = {

@@ -13,9 +13,15 @@ the old subchannel and its backoff alive. Each channel here has its own subchann
 
 from __future__ import annotations
 
+from typing import Any
+
 import grpc
 
-__all__ = ["CHANNEL_OPTIONS", "insecure_channel"]
+from rill.client.client_config import ConfigError
+from rill.client.security.call_credentials import AUTHORIZATION, encode_basic
+from rill.client.security.client_security import ClientSecurity
+
+__all__ = ["CHANNEL_OPTIONS", "insecure_channel", "open_channel"]
 
 MAX_RECONNECT_BACKOFF_MS = 1000
 
@@ -28,3 +34,42 @@ CHANNEL_OPTIONS = (
 def insecure_channel(address: str) -> grpc.Channel:
     """A plaintext channel to ``address`` ("host:port") with :data:`CHANNEL_OPTIONS`."""
     return grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+
+
+class _Credentials(grpc.UnaryUnaryClientInterceptor):  # type: ignore[misc]
+    """Adds the SASL user's credentials to every call's metadata (rill.client.security.call_credentials)."""
+
+    def __init__(self, value: str) -> None:
+        self.value = value
+
+    def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
+        metadata = [*(details.metadata or ()), (AUTHORIZATION, self.value)]
+        return continuation(details._replace(metadata=metadata), request)
+
+
+def _read(path: str) -> bytes | None:
+    if not path:
+        return None
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as exc:
+        raise ConfigError(f"TLS: cannot read {path}: {exc.strerror}") from exc
+
+
+def open_channel(address: str, security: ClientSecurity | None = None) -> grpc.Channel:
+    """A channel to ``address`` as ``security`` says: TLS (SSL, SASL_SSL: the broker's TLS gRPC port,
+    verified against ``ssl.cafile``, with the client's certificate if it has one) and the SASL
+    user's credentials on every call (SASL_PLAINTEXT, SASL_SSL); plaintext without it."""
+    if security is None:
+        return insecure_channel(address)
+    if security.tls:
+        paths = security.tls_files
+        credentials = grpc.ssl_channel_credentials(
+            root_certificates=_read(paths[0]), private_key=_read(paths[2]), certificate_chain=_read(paths[1]))
+        channel = grpc.secure_channel(address, credentials, options=CHANNEL_OPTIONS)
+    else:
+        channel = insecure_channel(address)
+    if security.sasl:
+        channel = grpc.intercept_channel(channel, _Credentials(encode_basic(security.username, security.password)))
+    return channel

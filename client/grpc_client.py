@@ -20,7 +20,8 @@ from rill.v1 import admin_pb2 as apb
 from rill.v1 import admin_pb2_grpc as apb_grpc
 from rill.v1 import coordinator_pb2 as pb
 from rill.v1 import coordinator_pb2_grpc as pb_grpc
-from rill.client.grpc_channels import insecure_channel
+from rill.client.grpc_channels import open_channel
+from rill.client.security.client_security import ClientSecurity
 
 DEFAULT_TIMEOUT = 30.0
 
@@ -35,11 +36,12 @@ def error_name(code: int) -> str:
 class AdminClient:
     """Calls the GroupCoordinator and Admin services of one broker. Thread-safe."""
 
-    def __init__(self, address: str, timeout: float = DEFAULT_TIMEOUT, client_id: str = "rill-admin") -> None:
+    def __init__(self, address: str, timeout: float = DEFAULT_TIMEOUT, client_id: str = "rill-admin",
+                 security: ClientSecurity | None = None) -> None:
         self.address = address
         self.timeout = timeout
         self.client_id = client_id
-        self.channel = insecure_channel(address)
+        self.channel = open_channel(address, security)
         self.groups = pb_grpc.GroupCoordinatorStub(self.channel)  # type: ignore[no-untyped-call]
         self.admin = apb_grpc.AdminStub(self.channel)  # type: ignore[no-untyped-call]
 

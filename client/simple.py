@@ -42,6 +42,7 @@ from rill.client.errors import BrokerError, ConnectionClosed, InvalidFetchSize, 
 from rill.client.protocol import requests as rq
 from rill.client.protocol.framing import DecodeError
 from rill.client.protocol.messages import CODEC_NONE, LENGTH, Message, decode_message_set, encode_message_set
+from rill.client.security.client_security import ClientSecurity
 from rill.client.topic_names import validate_topic
 
 __all__ = ["FetchResult", "SimpleConsumer", "SimpleProducer", "DEFAULT_MAX_FETCH_SIZE", "DEFAULT_FETCH_SIZE_LIMIT"]
@@ -73,8 +74,10 @@ class FetchResult(NamedTuple):
 class _Client:
     """A lazily opened connection, with one lock around each request."""
 
-    def __init__(self, host: str, port: int, timeout: float | None, max_response_size: int) -> None:
+    def __init__(self, host: str, port: int, timeout: float | None, max_response_size: int,
+                 security: ClientSecurity | None = None) -> None:
         self.host = host
+        self.security = security
         self.port = port
         self.timeout = timeout
         self.max_response_size = max_response_size
@@ -94,7 +97,7 @@ class _Client:
     def _connection(self) -> BrokerConnection:
         if self._conn is None or self._conn.closed:
             self._conn = BrokerConnection(self.host, self.port, self.timeout,
-                                          max_response_size=self.max_response_size)
+                                          max_response_size=self.max_response_size, security=self.security)
         return self._conn
 
     def _request(self, frame: bytes, *, retry: bool, timeout: float | None = SAME_TIMEOUT) -> memoryview:
@@ -160,10 +163,10 @@ class SimpleConsumer(_Client):
 
     def __init__(self, host: str, port: int, *, max_fetch_size: int = DEFAULT_MAX_FETCH_SIZE,
                  fetch_size_limit: int = DEFAULT_FETCH_SIZE_LIMIT, timeout: float | None = 30.0,
-                 max_response_size: int = DEFAULT_MAX_RESPONSE_SIZE) -> None:
+                 max_response_size: int = DEFAULT_MAX_RESPONSE_SIZE, security: ClientSecurity | None = None) -> None:
         if max_fetch_size <= 0 or fetch_size_limit < max_fetch_size:
             raise ValueError("need 0 < max_fetch_size <= fetch_size_limit")
-        super().__init__(host, port, timeout, max(max_response_size, fetch_size_limit + 64))
+        super().__init__(host, port, timeout, max(max_response_size, fetch_size_limit + 64), security)
         self.max_fetch_size = max_fetch_size
         self.fetch_size_limit = fetch_size_limit
 
@@ -371,8 +374,8 @@ class SimpleProducer(_Client):
 
     def __init__(self, host: str, port: int, *, acks: int = rq.Acks.APPEND, codec: int = CODEC_NONE,
                  timeout: float | None = 30.0, ack_timeout_ms: int | None = None,
-                 max_response_size: int = DEFAULT_MAX_RESPONSE_SIZE) -> None:
-        super().__init__(host, port, timeout, max_response_size)
+                 max_response_size: int = DEFAULT_MAX_RESPONSE_SIZE, security: ClientSecurity | None = None) -> None:
+        super().__init__(host, port, timeout, max_response_size, security)
         self.acks = rq.Acks(acks)
         self.codec = codec
         if ack_timeout_ms is None:

@@ -42,7 +42,9 @@ import grpc.aio
 import structlog
 from grpc_health.v1 import health, health_pb2
 
-from rill.coordinator.grpc_server import Registration, add_services, logged_call, server_options, service_registrations
+from rill.coordinator.grpc_auth import AioAuthInterceptor, ServerSecurity
+from rill.coordinator.grpc_server import (Registration, add_services, bind_ports, logged_call, server_options,
+                                         service_registrations)
 from rill.coordinator.pending import PendingJoin
 from rill.coordinator.service import DEFAULT_WAIT_S, GroupCoordinatorServicer
 from rill.v1 import admin_pb2 as apb
@@ -269,9 +271,11 @@ class AioLoggingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
 class AioServer:
     """A grpc.aio server serving ``registrations`` (aio servicers) from its own thread and event loop."""
 
-    def __init__(self, address: str, registrations: Sequence[Registration], *, executor: futures.ThreadPoolExecutor,
-                 max_message_bytes: int = 16 * 1024 * 1024) -> None:
+    def __init__(self, address: str | None, registrations: Sequence[Registration], *,
+                 executor: futures.ThreadPoolExecutor, max_message_bytes: int = 16 * 1024 * 1024,
+                 security: ServerSecurity | None = None) -> None:
         self.address = address
+        self.security = security
         self.registrations = list(registrations)
         self.executor = executor
         self.max_message_bytes = max_message_bytes
@@ -321,19 +325,18 @@ class AioServer:
             loop.close()
 
     async def _start(self) -> None:
-        server = grpc.aio.server(
-            interceptors=[AioLoggingInterceptor()], options=server_options(self.max_message_bytes))
+        interceptors: list[Any] = [AioLoggingInterceptor()]
+        if self.security is not None:
+            interceptors.append(AioAuthInterceptor(self.security.authenticator))
+        server = grpc.aio.server(interceptors=interceptors, options=server_options(self.max_message_bytes))
         health_servicer = health.aio.HealthServicer()
         for name in add_services(server, self.registrations, health_servicer):
             await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-        error: RuntimeError | None = None
         try:
-            port = server.add_insecure_port(self.address)
+            port = bind_ports(server, self.address, self.security)
         except RuntimeError as exc:
-            port, error = 0, exc
-        if port == 0:
             await server.stop(None)
-            raise RuntimeError(f"cannot bind the gRPC server to {self.address}") from error
+            raise RuntimeError(f"cannot bind the gRPC server ({self.address}): {exc}") from exc
         await server.start()
         self._server, self._health, self.port = server, health_servicer, port
 
@@ -355,8 +358,9 @@ class AioServer:
             self.executor.shutdown(wait=True)
 
 
-def create_server(address: str, coordinator: GroupCoordinatorServicer, admin: Any, *, max_workers: int = 256,
-                  max_message_bytes: int = 16 * 1024 * 1024) -> tuple[AioServer, int]:
+def create_server(address: str | None, coordinator: GroupCoordinatorServicer, admin: Any, *, max_workers: int = 256,
+                  max_message_bytes: int = 16 * 1024 * 1024,
+                  security: ServerSecurity | None = None) -> tuple[AioServer, int]:
     """Build and start an aio server with the GroupCoordinator and Admin services; (server, bound port).
 
     ``max_workers`` bounds the threads that run handlers and fsyncs (started as needed);
@@ -365,5 +369,5 @@ def create_server(address: str, coordinator: GroupCoordinatorServicer, admin: An
     executor = futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="rill-grpc-aio-worker")
     server = AioServer(address, service_registrations(AioGroupCoordinatorServicer(coordinator, executor),
                                                       AioAdminServicer(admin, executor)),
-                       executor=executor, max_message_bytes=max_message_bytes)
+                       executor=executor, max_message_bytes=max_message_bytes, security=security)
     return server, server.start()

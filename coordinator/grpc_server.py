@@ -23,6 +23,7 @@ import structlog
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from rill.coordinator.grpc_auth import AuthInterceptor, ServerSecurity
 from rill.v1 import admin_pb2, admin_pb2_grpc
 from rill.v1 import coordinator_pb2 as pb
 from rill.v1 import coordinator_pb2_grpc as pb_grpc
@@ -130,25 +131,47 @@ class LoggingInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
             response_serializer=handler.response_serializer)
 
 
-def create_server(address: str, registrations: Sequence[Registration], *, max_workers: int = 256,
-                  max_message_bytes: int = 16 * 1024 * 1024) -> tuple[grpc.Server, int, health.HealthServicer]:
-    """Build and start a server on ``address`` ("host:port", port 0 for any free one).
+def create_server(address: str | None, registrations: Sequence[Registration], *, max_workers: int = 256,
+                  max_message_bytes: int = 16 * 1024 * 1024, security: ServerSecurity | None = None,
+                  ) -> tuple[grpc.Server, int, health.HealthServicer]:
+    """Build and start a server on ``address`` ("host:port", port 0 for any free one; no plaintext
+    port when ``address`` is None) and, with ``security``, on its TLS address too.
 
-    Returns (server, bound port, health servicer). Raises RuntimeError if the port is taken.
+    Returns (server, bound plaintext port (-1: none), health servicer); ``security.tls_port``
+    is set to the bound TLS port. Raises RuntimeError if a port is taken.
     """
+    interceptors: list[Any] = [LoggingInterceptor()]
+    if security is not None:
+        interceptors.append(AuthInterceptor(security.authenticator))
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="rill-grpc"),
-        interceptors=[LoggingInterceptor()],
+        interceptors=interceptors,
         options=server_options(max_message_bytes),
     )
     health_servicer = health.HealthServicer(experimental_non_blocking=True)
     for name in add_services(server, registrations, health_servicer):
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    port = server.add_insecure_port(address)
-    if port == 0:
-        raise RuntimeError(f"cannot bind the gRPC server to {address}")
+    port = bind_ports(server, address, security)
     server.start()
     return server, port, health_servicer
+
+
+def bind_ports(server: Any, address: str | None, security: ServerSecurity | None) -> int:
+    """Add the plaintext port (unless ``address`` is None) and the TLS one; the plaintext port (-1: none).
+
+    Raises:
+        RuntimeError: a port cannot be bound.
+    """
+    port = -1
+    if address is not None:
+        port = server.add_insecure_port(address)
+        if port == 0:
+            raise RuntimeError(f"cannot bind the gRPC server to {address}")
+    if security is not None and security.tls_address is not None:
+        security.tls_port = server.add_secure_port(security.tls_address, security.credentials)
+        if security.tls_port == 0:
+            raise RuntimeError(f"cannot bind the gRPC server's TLS port to {security.tls_address}")
+    return port
 
 
 def stop(server: grpc.Server, health_servicer: health.HealthServicer, grace: float = 5.0) -> None:

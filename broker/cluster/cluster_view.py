@@ -53,18 +53,29 @@ class ClusterView:
         self.registry = registry
         self.replicated: ReplicatedPlacement | None = None
         """Where replicated topics' partitions are led (the replica manager, told by the controller)."""
+        self.endpoints: dict[str, tuple[str, int, int]] = {}
+        """This broker's advertised (host, data port, gRPC port) per listener name."""
+
+    def identity_for(self, listener: str) -> rq.BrokerInfo:
+        """This broker as METADATA describes it to a client of ``listener``."""
+        me = self.identity()
+        host, port, grpc_port = self.endpoints.get(listener, (me.host, me.port, me.grpc_port))
+        return rq.BrokerInfo(me.broker_id, host, port, grpc_port)
 
     @property
     def clustered(self) -> bool:
         return self.registry is not None
 
-    def brokers(self) -> list[rq.BrokerInfo]:
-        """Live brokers (this one first when alone; sorted by id in a cluster)."""
-        me = self.identity()
+    def brokers(self, listener: str | None = None) -> list[rq.BrokerInfo]:
+        """Live brokers (this one first when alone; sorted by id in a cluster), each at its address for
+        ``listener`` (a listener's name: METADATA answers with the addresses of the listener it came in on)."""
+        me = self.identity() if listener is None else self.identity_for(listener)
         if self.registry is None:
             return [me]
-        brokers = [rq.BrokerInfo(b.broker_id, b.host, b.port, b.grpc_port)
-                   for b in self.registry.snapshot.brokers.values()]
+        brokers = []
+        for b in self.registry.snapshot.brokers.values():
+            host, port, grpc_port = (b.host, b.port, b.grpc_port) if listener is None else b.address_for(listener)
+            brokers.append(rq.BrokerInfo(b.broker_id, host, port, grpc_port))
         if all(b.broker_id != me.broker_id for b in brokers):
             brokers.append(me)  # our own registration is on its way (or being renewed): we are alive
         return sorted(brokers)

@@ -47,6 +47,7 @@ from rill.broker.log.manager import LogManager
 from rill.client.clock import ThreadTimer
 from rill.client.zookeeper.registry import RegistryView
 from rill.coordinator import aio_server, grpc_server
+from rill.coordinator.grpc_auth import ServerSecurity
 from rill.broker.dataplane.storage import Loop
 from rill.broker.replication.replica_manager import ReplicaManager
 from rill.coordinator.group_checkpoint import GroupSnapshot, Writer
@@ -206,25 +207,26 @@ class CoordinatorHost:
                      detail="imported into __rill_groups partitions that start empty; the local log is kept")
         return groups
 
-    def start(self, extra: Sequence[grpc_server.Registration] = ()) -> int:
+    def start(self, extra: Sequence[grpc_server.Registration] = (), security: ServerSecurity | None = None) -> int:
         """Start the gRPC server (``grpc.server``: sync or aio); returns its port.
 
         ``extra`` are more (sync) services for the sync server: the replication plane's
         ReplicaControl. The aio server serves only the coordinator and Admin services.
         """
-        address = f"{self.config['host.name']}:{self.config['grpc.port']}"
+        port_setting = self.config["grpc.port"]
+        address = None if port_setting < 0 else f"{self.config['host.name']}:{port_setting}"
         self.kind = self.config["grpc.server"]
         if self.kind == "aio":
             if extra:
                 log.warning("grpc.aio_without_replica_control", services=[r.service_name for r in extra],
                             detail="grpc.server=aio serves no ReplicaControl: this broker cannot hold replicas")
             self.server, port = aio_server.create_server(address, self.servicer, self.admin,
-                                                         max_workers=self.config["grpc.max.workers"])
+                                                         max_workers=self.config["grpc.max.workers"], security=security)
             self.broker.grpc_port = port
             return port
         self.server, port, self.health = grpc_server.create_server(
             address, [*grpc_server.service_registrations(self.servicer, self.admin), *extra],
-            max_workers=self.config["grpc.max.workers"])
+            max_workers=self.config["grpc.max.workers"], security=security)
         self.broker.grpc_port = port
         return port
 

@@ -65,8 +65,10 @@ class ZkRegistration:
 
     def __init__(self, connect: str, broker_id: int, host: str, port: int,
                  topics: Callable[[], Mapping[str, int]], *, grpc_port: int = 0,
-                 session_timeout_ms: int = 6000, connection_timeout_ms: int = 6000) -> None:
+                 session_timeout_ms: int = 6000, connection_timeout_ms: int = 6000,
+                 endpoints: Mapping[str, tuple[str, int, int]] | None = None) -> None:
         self.connect = connect
+        self.endpoints = dict(endpoints or {})  # listener name -> advertised (host, port, gRPC port)
         self.broker_id = broker_id
         self.host = host
         self.port = port
@@ -179,7 +181,9 @@ class ZkRegistration:
         self._create_ephemeral(self.id_path, self._broker_value().encode(), session, startup=startup)
         self._session = session
         self._own_sessions.add(session)
-        rill_value = json.dumps({"host": self.host, "port": self.port, "grpc_port": self.grpc_port})
+        rill_value = json.dumps({"host": self.host, "port": self.port, "grpc_port": self.grpc_port,
+                                 "endpoints": {name: {"host": host, "port": port, "grpc_port": grpc_port}
+                                               for name, (host, port, grpc_port) in sorted(self.endpoints.items())}})
         self._create_ephemeral(self.rill_path, rill_value.encode(), session, startup=False)
         self._register_topics()
 

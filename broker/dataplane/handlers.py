@@ -25,10 +25,12 @@ from rill.broker.dataplane.topic_creation import DataPlaneTopics
 from rill.broker.replication.leader_reads import LeaderReads
 from rill.broker.replication.replica import Replica
 from rill.broker.replication.replica_manager import ReplicaManager
+from rill.broker.security.sasl_authenticator import refuse_out_of_order
 from rill.client.errors import (BrokerError, ErrorCode, InvalidFetchSize, InvalidRequest, NotEnoughReplicas,
                                 NotLeaderForPartition, OffsetNotAvailable, UnknownTopic)
 from rill.client.protocol import requests as rq
 from rill.client.protocol.fetch_response import fetch_response_parts, multifetch_response_parts
+from rill.client.protocol.sasl_requests import SaslHandshakeRequest
 from rill.client.protocol.replica_fetch import (NO_EPOCH, ReplicaFetchBlock, ReplicaFetchRequest,
                                                 replica_fetch_response_parts)
 from rill.client.topic_names import refuse_internal, validate_topic
@@ -68,11 +70,20 @@ class RequestHandlers:
             rq.RequestType.CREATE_TOPIC: self.create_topic,
             rq.RequestType.TIME_INDEX: self.time_index,
             rq.RequestType.REPLICA_FETCH: self.replica_fetch,
+            rq.RequestType.SASL_HANDSHAKE: self.sasl_out_of_order,
+            rq.RequestType.SASL_AUTHENTICATE: self.sasl_out_of_order,
         }
 
     def __call__(self, conn: Connection, body: memoryview) -> Slot | None:
         kind, request = rq.decode_request(body)
+        if conn.authenticator is not None:  # a SASL listener's connection, not authenticated yet
+            return conn.authenticator.handle(conn, kind, request)  # type: ignore[no-any-return]
         return self._table[kind](conn, request)
+
+    def sasl_out_of_order(self, conn: Connection, req: object) -> Slot:
+        """SASL on a listener without it, or after authenticating: IllegalSaslState, then the connection closes."""
+        kind = rq.RequestType.SASL_HANDSHAKE if isinstance(req, SaslHandshakeRequest) else rq.RequestType.SASL_AUTHENTICATE
+        return refuse_out_of_order(conn, kind, "SASL on a listener without SASL, or after authentication")
 
     # ---------------------------------------------------------------- produce
 
@@ -286,7 +297,7 @@ class RequestHandlers:
     def metadata(self, conn: Connection, req: rq.MetadataRequest) -> Slot:
         names = req.topics or self.cluster.topic_names()
         rows = [_metadata_row(name, self.cluster) for name in names]
-        return Slot([rq.encode_metadata_response(0, self.cluster.brokers(), rows)])
+        return Slot([rq.encode_metadata_response(0, self.cluster.brokers(conn.listener), rows)])
 
     def create_topic(self, conn: Connection, req: rq.CreateTopicRequest) -> Slot:
         return self.topics.create_topic(conn, req)

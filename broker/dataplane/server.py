@@ -28,10 +28,13 @@ import structlog
 
 from rill.broker.dataplane.connection_table import ConnectionTable
 from rill.broker.dataplane.event_loop import EventLoop, raise_fd_limit
+from rill.broker.dataplane.listener_socket import Listener, ListenerSpec
 from rill.broker.dataplane.request_memory import RequestMemory
 from rill.broker.dataplane.server_connection import Connection, Slot
 from rill.broker.dataplane.throttled_log import ThrottledLog
-from rill.client.protocol.framing import DecodeError
+from rill.broker.dataplane.tls_connection import TlsConnection
+from rill.broker.security.listeners import Endpoint, SecurityProtocol
+from rill.client.protocol.framing import DecodeError, FrameTooLarge
 
 log = structlog.get_logger(__name__)
 
@@ -40,7 +43,12 @@ RECV_BUFFER_BYTES = 1024 * 1024  # one receive buffer shared by every connection
 
 
 class BrokerServer(EventLoop):
-    """Serves the data-plane protocol on one listening socket.
+    """Serves the data-plane protocol on its listeners (rill.broker.dataplane.listener_socket).
+
+    ``listeners`` are the listening sockets with their security (TLS context, SASL);
+    without them, one PLAINTEXT listener on ``host`` and ``port``. :attr:`host` and
+    :attr:`port` are the first listener's. ``authentication_timeout_ms`` bounds a TLS
+    handshake and SASL authentication together.
 
     ``handle(conn, frame_body) -> Slot | None`` does the work of a request; see
     rill.broker.dataplane.handlers. Limits (see connection_table.py, request_memory.py):
@@ -54,7 +62,8 @@ class BrokerServer(EventLoop):
     def __init__(self, host: str, port: int, *, max_request_size: int, max_connections: int,
                  idle_timeout_ms: int, max_connections_per_ip: int | None = None,
                  queued_max_request_bytes: int | None = None, request_read_timeout_ms: int = 30_000,
-                 handle: Callable[[Connection, memoryview], Slot | None] | None = None) -> None:
+                 handle: Callable[[Connection, memoryview], Slot | None] | None = None,
+                 listeners: list[ListenerSpec] | None = None, authentication_timeout_ms: int = 10_000) -> None:
         super().__init__()
         self.max_request_size = max_request_size
         self.idle_timeout = idle_timeout_ms / 1000.0
@@ -65,14 +74,24 @@ class BrokerServer(EventLoop):
             queued_max_request_bytes or 2 * max_request_size, self._memory_granted)
         self._recv = memoryview(bytearray(RECV_BUFFER_BYTES))
         self.fd_limit = raise_fd_limit()
-        self.listener = socket.create_server((host, port), backlog=4096, reuse_port=False)
-        self.listener.setblocking(False)
-        self.selector.register(self.listener, selectors.EVENT_READ, None)
+        self.auth_timeout = authentication_timeout_ms / 1000.0
+        specs = listeners or [ListenerSpec(Endpoint(SecurityProtocol.PLAINTEXT, host, port))]
+        self.listeners: list[Listener] = []
+        try:
+            for spec in specs:
+                self.listeners.append(Listener.bind(spec))
+        except OSError:
+            for bound in self.listeners:
+                bound.sock.close()
+            raise
+        for bound in self.listeners:
+            self.selector.register(bound.sock, selectors.EVENT_READ, bound)
         self._accepting = True
         self._accept_backoff = 0.0
         self._log = ThrottledLog()
-        self.host, self.port = self.listener.getsockname()[:2]
-        self._sweep_interval = max(0.05, min(IDLE_CHECK_INTERVAL, self.idle_timeout / 4, self.read_timeout / 4))
+        self.host, self.port = self.listeners[0].host, self.listeners[0].port
+        self._sweep_interval = max(0.05, min(IDLE_CHECK_INTERVAL, self.idle_timeout / 4, self.read_timeout / 4,
+                                             self.auth_timeout / 4))
         self._next_idle_check = time.monotonic() + self._sweep_interval
         self._dirty: set[Connection] = set()
         self._waiting: set[Connection] = set()  # connections whose held frame waits for a future
@@ -85,7 +104,8 @@ class BrokerServer(EventLoop):
     # ---------------------------------------------------------------- loop
 
     def serve_forever(self) -> None:
-        log.info("broker.listening", host=self.host, port=self.port, fd_limit=self.fd_limit)
+        log.info("broker.listening", host=self.host, port=self.port, fd_limit=self.fd_limit,
+                 listeners=[str(bound.endpoint) for bound in self.listeners])
         try:
             while not self._stopping:
                 self.run_once(1.0)
@@ -96,10 +116,9 @@ class BrokerServer(EventLoop):
         for key, mask in self.selector.select(self._next_timeout(cap)):
             data = key.data
             if data is None:
-                if key.fileobj is self.listener:
-                    self._accept()
-                else:
-                    self._drain_wakeups()
+                self._drain_wakeups()
+            elif data.__class__ is Listener:
+                self._accept(data)
             else:
                 if mask & selectors.EVENT_READ:
                     self._on_readable(data)
@@ -117,10 +136,10 @@ class BrokerServer(EventLoop):
 
     # ---------------------------------------------------------------- connections
 
-    def _accept(self) -> None:
+    def _accept(self, listener: Listener) -> None:
         for _ in range(256):
             try:
-                sock, addr = self.listener.accept()
+                sock, addr = listener.sock.accept()
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:
@@ -130,7 +149,7 @@ class BrokerServer(EventLoop):
                 self._log.warning("broker.accept_failed", error=exc.strerror or str(exc))
                 continue  # that one connection failed (aborted by its peer, say); go on
             self._accept_backoff = 0.0
-            self._admit(sock, addr)
+            self._admit(sock, addr, listener)
 
     def _pause_accepting(self, exc: OSError) -> None:
         """Out of descriptors or memory: stop accepting for a while (50 ms, doubling to 1 s)."""
@@ -139,15 +158,17 @@ class BrokerServer(EventLoop):
                           open_connections=len(self.table), fd_limit=self.fd_limit)
         if self._accepting:
             self._accepting = False
-            self.selector.unregister(self.listener)
+            for listener in self.listeners:
+                self.selector.unregister(listener.sock)
         self.call_later(self._accept_backoff, self._resume_accepting)
 
     def _resume_accepting(self) -> None:
         if not self._accepting and not self._stopping:
             self._accepting = True
-            self.selector.register(self.listener, selectors.EVENT_READ, None)
+            for listener in self.listeners:
+                self.selector.register(listener.sock, selectors.EVENT_READ, listener)
 
-    def _admit(self, sock: socket.socket, addr: Any) -> None:
+    def _admit(self, sock: socket.socket, addr: Any, listener: Listener) -> None:
         ip = str(addr[0]) if isinstance(addr, tuple) else str(addr)
         victim, limit = self.table.make_room(ip)
         if limit:
@@ -161,10 +182,32 @@ class BrokerServer(EventLoop):
             self.close_connection(victim)
         sock.setblocking(False)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        conn = Connection(sock, addr, self.max_request_size, self.memory)
+        conn = self._connection(sock, addr, listener)
+        if conn is None:
+            return
         self.table.add(conn)
-        self.selector.register(sock, selectors.EVENT_READ, conn)
+        self.selector.register(conn.sock, selectors.EVENT_READ, conn)
         conn.events = selectors.EVENT_READ
+
+    def _connection(self, sock: socket.socket, addr: Any, listener: Listener) -> Connection | None:
+        """The connection object for a socket accepted on ``listener`` (None: it could not be set up)."""
+        if listener.tls is None:
+            conn = Connection(sock, addr, self.max_request_size, self.memory)
+        else:
+            try:
+                wrapped = listener.tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+            except OSError as exc:
+                self._log.warning("broker.tls_setup_failed", peer=str(addr), error=str(exc))
+                sock.close()
+                return None
+            conn = TlsConnection(wrapped, addr, self.max_request_size, self.memory)
+        conn.listener = listener.endpoint.name
+        if listener.authenticator is not None:
+            conn.authenticator = listener.authenticator(conn)
+            conn.decoder.max_frame_size = min(conn.decoder.max_frame_size, listener.max_unauthenticated_frame)
+        if listener.tls is not None or listener.authenticator is not None:
+            conn.setup_deadline = time.monotonic() + self.auth_timeout
+        return conn
 
     def _on_readable(self, conn: Connection) -> None:
         if self.handle is None:
@@ -172,8 +215,7 @@ class BrokerServer(EventLoop):
         try:
             alive = conn.read(self.handle, self._recv)
         except DecodeError as exc:
-            log.warning("broker.bad_frame", peer=str(conn.addr), error=str(exc))
-            self.close_connection(conn)
+            self._bad_frame(conn, exc)
             return
         except Exception:  # a handler bug must cost one connection, not the broker
             log.exception("broker.handler_failed", peer=str(conn.addr))
@@ -185,6 +227,16 @@ class BrokerServer(EventLoop):
         self.table.touch(conn)
         self._note_waiting(conn)
         self.mark_dirty(conn)
+
+    def _bad_frame(self, conn: Connection, exc: DecodeError) -> None:
+        """A malformed frame: close that connection, saying so (and what it looks like)."""
+        if isinstance(exc, FrameTooLarge) and exc.looks_like_tls() and not isinstance(conn, TlsConnection):
+            self._log.warning("broker.bad_frame", peer=str(conn.addr), listener=conn.listener,
+                              error="a TLS handshake on a listener without TLS (the client's security.protocol "
+                                    "is SSL or SASL_SSL; this listener is not)")
+        else:
+            log.warning("broker.bad_frame", peer=str(conn.addr), error=str(exc))
+        self.close_connection(conn)
 
     def _memory_granted(self, conn: Connection) -> None:
         """Request memory may be free for ``conn`` now: let it retry on the next turn."""
@@ -212,8 +264,7 @@ class BrokerServer(EventLoop):
         try:
             step()
         except DecodeError as exc:
-            log.warning("broker.bad_frame", peer=str(conn.addr), error=str(exc))
-            self.close_connection(conn)
+            self._bad_frame(conn, exc)
             return
         except Exception:
             log.exception("broker.handler_failed", peer=str(conn.addr))
@@ -234,8 +285,7 @@ class BrokerServer(EventLoop):
                     self._note_waiting(conn)
                     done = conn.flush()
             except DecodeError as exc:
-                log.warning("broker.bad_frame", peer=str(conn.addr), error=str(exc))
-                self.close_connection(conn)
+                self._bad_frame(conn, exc)
                 continue
             except OSError as exc:  # the peer went away, or a slice's file was cut short
                 log.info("broker.connection_broken", peer=str(conn.addr), error=str(exc))
@@ -243,6 +293,9 @@ class BrokerServer(EventLoop):
                 continue
             except Exception:  # a handler bug costs this connection only
                 log.exception("broker.handler_failed", peer=str(conn.addr))
+                self.close_connection(conn)
+                continue
+            if done and conn.closing:  # the answer that ends it is out
                 self.close_connection(conn)
                 continue
             self._watch(conn, want_write=not done)
@@ -281,7 +334,12 @@ class BrokerServer(EventLoop):
         now = time.monotonic()
         self._next_idle_check = now + self._sweep_interval
         for conn in list(self.table.by_fd.values()):
-            if conn.body_since is not None and now - conn.body_since > self.read_timeout:
+            if conn.setup_deadline is not None and now > conn.setup_deadline:
+                self._log.warning("broker.authentication_timeout", peer=str(conn.addr), listener=conn.listener,
+                                  timeout_s=self.auth_timeout, detail="the TLS handshake and SASL authentication did "
+                                  "not finish in time (authentication.timeout.ms)")
+                self.close_connection(conn)
+            elif conn.body_since is not None and now - conn.body_since > self.read_timeout:
                 self._log.warning("broker.request_read_timeout", peer=str(conn.addr), timeout_s=self.read_timeout,
                                   detail="a request over 64 KiB did not arrive whole in time (request.read.timeout.ms)")
                 self.close_connection(conn)
@@ -296,7 +354,8 @@ class BrokerServer(EventLoop):
             except OSError:
                 pass
             self.close_connection(conn)
-        if self._accepting:
-            self.selector.unregister(self.listener)
-        self.listener.close()
+        for listener in self.listeners:
+            if self._accepting:
+                self.selector.unregister(listener.sock)
+            listener.sock.close()
         self.close()

@@ -37,6 +37,7 @@ import structlog
 from rill.broker.dataplane.request_memory import RequestMemory
 from rill.broker.log.results import FileSlice
 from rill.client.protocol.framing import DecodeError, FrameDecoder
+from rill.client.security.principal import ANONYMOUS
 
 log = structlog.get_logger(__name__)
 
@@ -84,6 +85,7 @@ class Connection:
         self.fd = sock.fileno()
         self.addr = addr
         self.ip = str(addr[0]) if isinstance(addr, tuple) and addr else str(addr)
+        self.max_request_size = max_request_size
         self.memory = memory
         self.decoder = FrameDecoder(max_request_size, reserve=self._reserve if memory is not None else None)
         self.pending: deque[Slot] = deque()
@@ -98,6 +100,15 @@ class Connection:
         self.waiting_for: Deferred | None = None
         self.deferrals: list[Deferred] = []
         """What the frame being handled waited for so far (each future done), oldest first."""
+        self.principal = ANONYMOUS
+        """Who the client is: User:ANONYMOUS until a certificate or SASL says otherwise."""
+        self.listener = "PLAINTEXT"  # the name of the listener it came in on (METADATA answers with its addresses)
+        self.authenticator: Any = None
+        """The SASL exchange under way on a SASL listener (rill.broker.security.sasl_authenticator);
+        None once authenticated, and on other listeners. While set, only SASL requests are served."""
+        self.setup_deadline: float | None = None
+        """When the TLS handshake and SASL authentication must be done by (None: done, or none needed)."""
+        self.closing = False  # answered a request that ends the connection: handle nothing more, close once sent
 
     # ---------------------------------------------------------------- reading
 
@@ -110,26 +121,39 @@ class Connection:
         Raises DecodeError for a malformed or oversized frame (the caller closes this
         connection only).
         """
-        target = self.decoder.body_target()
+        while True:
+            target = self.decoder.body_target()
+            try:
+                n = self._recv_into(target if target is not None else buffer)
+            except OSError:
+                return False
+            if n is None:
+                return True
+            if n == 0:
+                return False
+            self.last_active = time.monotonic()
+            if target is not None:
+                self.decoder.commit(n)
+            else:
+                self.decoder.feed(buffer[:n])
+            self.process_frames(handle)
+            if self.decoder.receiving_body():
+                self.body_since = self.body_since or self.last_active
+            else:
+                self.body_since = None
+            if not self._buffered() or self.closed:
+                return True
+
+    def _recv_into(self, target: memoryview) -> int | None:
+        """Receive into ``target``: the byte count (0 at EOF), None when nothing is there yet."""
         try:
-            n = self.sock.recv_into(target if target is not None else buffer)
+            return self.sock.recv_into(target)
         except (BlockingIOError, InterruptedError):
-            return True
-        except OSError:
-            return False
-        if n == 0:
-            return False
-        self.last_active = time.monotonic()
-        if target is not None:
-            self.decoder.commit(n)
-        else:
-            self.decoder.feed(buffer[:n])
-        self.process_frames(handle)
-        if self.decoder.receiving_body():
-            self.body_since = self.body_since or self.last_active
-        else:
-            self.body_since = None
-        return True
+            return None
+
+    def _buffered(self) -> bool:
+        """Whether received bytes wait in user space where the selector cannot see them (TLS)."""
+        return False
 
     def _reserve(self, size: int) -> bool:
         assert self.memory is not None
@@ -144,7 +168,7 @@ class Connection:
 
         Stops at a frame whose handler raises :class:`Deferred` (see :meth:`resume`).
         """
-        while self.waiting_for is None and len(self.pending) < MAX_PENDING_SLOTS:
+        while self.waiting_for is None and len(self.pending) < MAX_PENDING_SLOTS and not self.closing:
             frame: memoryview | None = self.held
             reserved = self.held_reserved
             if frame is None:
@@ -183,7 +207,7 @@ class Connection:
     def accepting_requests(self) -> bool:
         """Whether to read and handle more: no held frame, room for responses, request memory granted."""
         return (self.waiting_for is None and len(self.pending) < MAX_PENDING_SLOTS
-                and not self.decoder.waiting_for_memory)
+                and not self.decoder.waiting_for_memory and not self.closing)
 
     def idle(self) -> bool:
         """Nothing in flight: no response owed, no frame held or half received."""

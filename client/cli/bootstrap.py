@@ -21,6 +21,8 @@ import argparse
 import os
 from collections.abc import Sequence
 
+from rill.client.cli.command_config import security_of
+from rill.client.security.client_security import ClientSecurity
 from rill.client.cli.common import CliError, add_broker_arguments, positive_float
 from rill.client.errors import ConnectionClosed, RillError
 from rill.client.grpc_client import AdminClient
@@ -64,7 +66,7 @@ def admin_address(args: argparse.Namespace) -> str:
     """
     if args.grpc:
         return str(args.grpc)
-    host, port, brokers = _metadata_brokers(args.bootstrap, args.timeout)
+    host, port, brokers = _metadata_brokers(args.bootstrap, args.timeout, security_of(args))
     own = own_entry(brokers, host, port)
     if own is not None and own.grpc_port > 0:
         return join_address(host, own.grpc_port)
@@ -89,7 +91,13 @@ def own_entry(brokers: Sequence[rq.BrokerInfo], host: str, port: int) -> rq.Brok
     return found[0] if len(found) == 1 else None
 
 
-def _metadata_brokers(bootstrap: Sequence[tuple[str, int]], timeout: float) -> tuple[str, int, list[rq.BrokerInfo]]:
+def metadata_brokers(args: argparse.Namespace) -> list[rq.BrokerInfo]:
+    """The brokers METADATA names to this command (through ``--bootstrap-server``, with its security)."""
+    return _metadata_brokers(args.bootstrap, args.timeout, security_of(args))[2]
+
+
+def _metadata_brokers(bootstrap: Sequence[tuple[str, int]], timeout: float,
+                      security: ClientSecurity | None = None) -> tuple[str, int, list[rq.BrokerInfo]]:
     """(host, port) of the first bootstrap broker that answered METADATA, and its broker list.
 
     Raises:
@@ -98,7 +106,7 @@ def _metadata_brokers(bootstrap: Sequence[tuple[str, int]], timeout: float) -> t
     failures: list[RillError] = []
     for host, port in bootstrap:
         try:
-            with SimpleConsumer(host, port, timeout=timeout) as client:
+            with SimpleConsumer(host, port, timeout=timeout, security=security) as client:
                 return host, port, client.metadata([]).brokers
         except RillError as exc:
             failures.append(exc)

@@ -108,6 +108,9 @@ def add_broker_arguments(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(broker=default[0])
     parser.add_argument("--timeout", type=positive_float, default=30.0, metavar="SECONDS",
                         help="socket timeout for connecting and for each response (default: 30)")
+    parser.add_argument("--command-config", metavar="FILE",
+                        help="client settings (security.protocol, ssl.*, sasl.*) from a properties or .toml file "
+                             "(rill.client.cli.command_config)")
 
 
 def unknown_topic(topic: str) -> CliError:

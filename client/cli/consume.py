@@ -10,6 +10,8 @@ import argparse
 import sys
 from collections.abc import Iterator, Sequence
 
+from rill.client.cli.command_config import security_of
+from rill.client.security.client_security import ClientSecurity
 from rill.client.cli.common import (CliError, EXIT_USAGE, add_broker_arguments, info, non_negative_int,
                                     positive_int, topic_name, unknown_topic)
 from rill.client.cli.consume_group import run_group
@@ -91,12 +93,13 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise CliError(f"--format: {exc}", EXIT_USAGE) from exc
     if args.group is not None:
-        with TopicReader(args.bootstrap, args.topic, timeout=args.timeout) as reader:
+        with TopicReader(args.bootstrap, args.topic, timeout=args.timeout, security=security_of(args)) as reader:
             reader.partitions()  # an unknown topic is an error here too, not an empty assignment
         return run_group(args, render)
     out = sys.stdout.buffer
     printed = 0
-    with TopicReader(args.bootstrap, args.topic, fetch_size=args.fetch_size, timeout=args.timeout) as reader:
+    with TopicReader(args.bootstrap, args.topic, fetch_size=args.fetch_size, timeout=args.timeout,
+                     security=security_of(args)) as reader:
         positions = start_positions(reader, args)
         try:
             for messages in poll(reader, positions, args.follow, args.poll_ms):
@@ -123,11 +126,11 @@ class TopicReader:
     """
 
     def __init__(self, bootstrap: Sequence[tuple[str, int]], topic: str, *, fetch_size: int = DEFAULT_MAX_FETCH_SIZE,
-                 timeout: float | None) -> None:
+                 timeout: float | None, security: ClientSecurity | None = None) -> None:
         self.topic = topic
         self.fetch_size = fetch_size
         self.timeout = timeout
-        self.metadata = ClusterMetadata(bootstrap, timeout=timeout or 10.0)
+        self.metadata = ClusterMetadata(bootstrap, timeout=timeout or 10.0, security=security)
         self.clients: dict[tuple[str, int], SimpleConsumer] = {}
 
     def __enter__(self) -> TopicReader:
@@ -160,7 +163,8 @@ class TopicReader:
         if client is None:
             limit = max(self.fetch_size, DEFAULT_FETCH_SIZE_LIMIT)
             client = self.clients[address] = SimpleConsumer(
-                leader.host, leader.port, max_fetch_size=self.fetch_size, fetch_size_limit=limit, timeout=self.timeout)
+                leader.host, leader.port, max_fetch_size=self.fetch_size, fetch_size_limit=limit, timeout=self.timeout,
+                security=self.metadata.security)
         return client, self.metadata.broker_partition(self.topic, partition)
 
     def earliest(self, partition: int) -> int:

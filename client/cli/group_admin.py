@@ -13,7 +13,8 @@ import argparse
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from rill.client.cli.bootstrap import admin_address
+from rill.client.cli.bootstrap import admin_address, metadata_brokers
+from rill.client.cli.command_config import security_of
 from rill.client.cli.common import EXIT_USAGE, CliError
 from rill.client.grpc_client import AdminClient, error_name
 from rill.v1 import coordinator_pb2 as pb
@@ -44,7 +45,7 @@ def group_admin(args: argparse.Namespace, group: str) -> Iterator[GroupAt]:
         CliError: the broker asked knows no coordinator for the group yet (it is moving).
         ConnectionClosed: a broker could not be reached.
     """
-    with AdminClient(admin_address(args), args.timeout) as asked:
+    with AdminClient(admin_address(args), args.timeout, security=security_of(args)) as asked:
         listing = asked.list_groups([group])
         info = listing.groups_info[0] if listing.groups_info else None
         if info is None or info.error_code == pb.GROUP_NOT_FOUND:
@@ -53,11 +54,16 @@ def group_admin(args: argparse.Namespace, group: str) -> Iterator[GroupAt]:
         if info.error_code != pb.NONE:
             raise CliError(f"group {group!r}: {error_name(info.error_code)} (its coordinator is moving: try again)")
         coordinator = info.controller_broker
-        address = f"{coordinator.host}:{coordinator.grpc_port}"
-        if coordinator.grpc_port <= 0 or address == asked.address:
+        host, port = coordinator.host, coordinator.grpc_port
+        security = security_of(args)
+        if security is not None:  # the coordinator's gRPC port for this client's listener (TLS: the TLS port)
+            known = {b.broker_id: b for b in metadata_brokers(args)}.get(coordinator.broker_id)
+            host, port = (known.host, known.grpc_port) if known is not None else (host, port)
+        address = f"{host}:{port}"
+        if port <= 0 or address == asked.address:
             yield GroupAt(asked, info)
             return
-        with AdminClient(address, args.timeout) as there:
+        with AdminClient(address, args.timeout, security=security) as there:
             yield GroupAt(there, info)
 
 

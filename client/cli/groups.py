@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 
 from rill.client.cli.bootstrap import add_admin_arguments, admin_address
+from rill.client.cli.command_config import security_of
 from rill.client.cli.common import CliError, info, non_negative_int, topic_name
 from rill.client.cli.group_admin import add_group_argument, group_admin, group_names
 from rill.client.cli.groups_describe import add_describe
@@ -71,7 +72,7 @@ def _add_create(actions: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def run_list(args: argparse.Namespace) -> int:
     if args.zookeeper:
         return run_list_zookeeper(args)
-    with AdminClient(admin_address(args), args.timeout) as client:
+    with AdminClient(admin_address(args), args.timeout, security=security_of(args)) as client:
         groups = client.list_groups().groups_info
     print("GROUP\tSTATE\tGENERATION\tMEMBERS\tTOPICS\tCOORDINATOR")
     for g in sorted(groups, key=lambda g: g.group_name):

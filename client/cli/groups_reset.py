@@ -34,6 +34,7 @@ import argparse
 from collections.abc import Sequence
 
 from rill.client.cli.bootstrap import add_admin_arguments
+from rill.client.cli.command_config import security_of
 from rill.client.cli.common import EXIT_USAGE, CliError, info, non_negative_int
 from rill.client.cli.consume import TopicReader
 from rill.client.cli.group_admin import add_group_argument, group_admin, group_names
@@ -183,7 +184,7 @@ def _offset_entries(args: argparse.Namespace, admin: AdminClient, group: str,
     bootstrap = _data_plane(args, admin)
     entries = []
     for topic in sorted({t for t, _ in partitions}):
-        with TopicReader(bootstrap, topic, timeout=args.timeout) as reader:
+        with TopicReader(bootstrap, topic, timeout=args.timeout, security=security_of(args)) as reader:
             reader.partitions()
             for t, p in partitions:
                 if t == topic:

@@ -16,11 +16,11 @@ import os
 import sys
 from collections.abc import Sequence
 
-from rill.client.cli import acl_commands, consume, groups, perf, produce, quotas, spark, topics, users
+from rill.client.cli import acl_commands, certs, consume, groups, perf, produce, quotas, spark, topics, users
 from rill.client.cli.bootstrap import wrong_port_hint
 from rill.client.cli.common import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, CliError, cli_logging
 from rill.client.cli.reset_targets import join_dash_values
-from rill.client.errors import BrokerError, ConnectionClosed, CorruptMessageError, RillError, UnknownTopic
+from rill.client.errors import AuthenticationFailed, BrokerError, ConnectionClosed, CorruptMessageError, RillError, UnknownTopic
 from rill.client.protocol.framing import DecodeError
 
 
@@ -37,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     perf.add_parser(subparsers)
     spark.add_parser(subparsers)
     acl_commands.add_parser(subparsers)
+    certs.add_parser(subparsers)
     users.add_parser(subparsers)
     quotas.add_parser(subparsers)
     return parser
@@ -78,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         return exc.exit_code
     except ConnectionClosed as exc:
         print(f"rill: error: {exc}", file=sys.stderr)
-        hint = wrong_port_hint(args)
+        hint = None if isinstance(exc, AuthenticationFailed) else wrong_port_hint(args)
         if hint:
             print(f"rill: error: {hint}", file=sys.stderr)
         return EXIT_ERROR

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Iterable
 
+from rill.client.cli.command_config import security_of
 from rill.client.cli.common import CliError, non_negative_int, topic_name
 from rill.client.cli.bootstrap import add_admin_arguments, admin_address
 from rill.client.grpc_client import AdminClient, error_name
@@ -55,7 +56,7 @@ def run_elect_leaders(args: argparse.Namespace) -> int:
     asked: list[tuple[str, int | None]] | None = None
     if args.topic:
         asked = [(args.topic, p) for p in args.partition] or [(args.topic, None)]
-    with AdminClient(admin_address(args), args.timeout) as client:
+    with AdminClient(admin_address(args), args.timeout, security=security_of(args)) as client:
         response = client.elect_leaders(asked, timeout_ms=int(args.timeout * 1000))
     if response.error_code:
         raise CliError(f"leader election failed: {error_name(response.error_code)}: {response.error_message}")

@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import BinaryIO
 
+from rill.client.cli.command_config import security_of
 from rill.client.cli.common import CliError, add_broker_arguments, info, non_negative_int, positive_int, topic_name
 from rill.client.protocol.messages import CODEC_GZIP, CODEC_NONE
 from rill.client.protocol.requests import ANY_PARTITION, Acks, PartitionAck
@@ -130,7 +131,7 @@ class PartitionRouter:
         self.args = args
         self.topic: str = args.topic
         self.producers: dict[tuple[str, int], SimpleProducer] = {}
-        self.metadata = ClusterMetadata(args.bootstrap, timeout=args.timeout or 10.0)
+        self.metadata = ClusterMetadata(args.bootstrap, timeout=args.timeout or 10.0, security=security_of(args))
         self.turn = random.randrange(1 << 30)  # a random first partition, as Kafka's partitioners start
         self.refresh()
 
@@ -175,7 +176,7 @@ class PartitionRouter:
             acks = ACKS[self.args.acks]
             producer = self.producers[address] = SimpleProducer(
                 address[0], address[1], acks=acks or Acks.APPEND, codec=CODECS[self.args.compression],
-                timeout=self.args.timeout)
+                timeout=self.args.timeout, security=self.metadata.security)
         return producer
 
     def flush(self) -> None:

@@ -24,6 +24,7 @@ import argparse
 from collections.abc import Sequence
 
 from rill.client.cli.bootstrap import add_admin_arguments, admin_address
+from rill.client.cli.command_config import security_of
 from rill.client.cli.common import CliError, add_broker_arguments, topic_name
 from rill.client.cli.preferred_leaders import add_elect_leaders
 from rill.client.cli.topics_alter import add_alter, config_entry, configs_text
@@ -65,7 +66,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 def run_list(args: argparse.Namespace) -> int:
     """Every topic of the cluster (METADATA of the first bootstrap broker that answers) and its partition count."""
-    metadata = ClusterMetadata(args.bootstrap, timeout=args.timeout)
+    metadata = ClusterMetadata(args.bootstrap, timeout=args.timeout, security=security_of(args))
     metadata.refresh()
     for name in sorted(metadata.topics):
         print(f"{name}\t{metadata.partitions(name)}")
@@ -73,7 +74,7 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_describe(args: argparse.Namespace) -> int:
-    with AdminClient(admin_address(args), args.timeout) as client:
+    with AdminClient(admin_address(args), args.timeout, security=security_of(args)) as client:
         topics = client.describe_topics(args.topic, under_replicated_only=args.under_replicated).topics
     missing = [t.topic for t in topics if t.error_code]
     rows = [(t, p) for t in topics for p in t.partitions]

@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Mapping
 
+from rill.client.cli.command_config import security_of
 from rill.client.cli.common import CliError, positive_float, positive_int, topic_name
 from rill.client.cli.bootstrap import add_admin_arguments, admin_address
 from rill.client.cli.leader_wait import wait_for_leaders
@@ -68,7 +69,7 @@ def add_alter(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 def run_alter(args: argparse.Namespace) -> int:
     if not args.config and not args.delete_config and args.partitions is None:
         raise CliError("give --config KEY=VALUE, --delete-config KEY or --partitions N")
-    with AdminClient(admin_address(args), args.timeout) as client:
+    with AdminClient(admin_address(args), args.timeout, security=security_of(args)) as client:
         if args.config or args.delete_config:
             response = client.alter_topic_config(args.topic, dict(args.config), args.delete_config)
             if response.error_code:

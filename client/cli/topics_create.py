@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 
 from rill.client.cli.bootstrap import admin_address, own_entry
+from rill.client.cli.command_config import security_of
 from rill.client.cli.common import CliError, add_broker_arguments, info, positive_float, positive_int, topic_name
 from rill.client.cli.leader_wait import wait_for_leaders
 from rill.client.cli.topics_alter import config_entry
@@ -64,7 +65,7 @@ def run_create(args: argparse.Namespace) -> int:
         if args.replication_factor != 1 or args.config or _has_grpc(args):
             return _create_replicated(args)
     host, port = args.broker
-    with SimpleConsumer(host, port, timeout=args.timeout) as client:
+    with SimpleConsumer(host, port, timeout=args.timeout, security=security_of(args)) as client:
         partitions = client.create_topic(args.topic, args.partitions)
     print(f"Created topic {args.topic} with {partitions} partitions.")
     return 0
@@ -81,7 +82,7 @@ def _exists_on_broker(args: argparse.Namespace) -> bool:
     """Whether the broker asked (``args.broker``) lists the topic and leads a partition of it. When its own
     entry cannot be told apart in its answer (several brokers on its port), False: the broker decides."""
     host, port = args.broker
-    with SimpleConsumer(host, port, timeout=args.timeout) as client:
+    with SimpleConsumer(host, port, timeout=args.timeout, security=security_of(args)) as client:
         metadata = client.metadata([args.topic])
     found = [t for t in metadata.topics if t.topic == args.topic and t.error == 0 and t.partitions]
     own = own_entry(metadata.brokers, host, port)
@@ -90,7 +91,7 @@ def _exists_on_broker(args: argparse.Namespace) -> bool:
 
 def _create_replicated(args: argparse.Namespace) -> int:
     """CreateTopic over gRPC, then wait until every partition has a leader."""
-    with AdminClient(admin_address(args), args.timeout) as client:
+    with AdminClient(admin_address(args), args.timeout, security=security_of(args)) as client:
         response = client.create_topic(args.topic, args.partitions, args.replication_factor or 0, dict(args.config))
         if response.error_code == pb.TOPIC_ALREADY_EXISTS:
             return _exists(args)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 
+from rill.client.cli.command_config import security_of
 from rill.client.cli.common import CliError, info, topic_name
 from rill.client.cli.bootstrap import add_admin_arguments, admin_address
 from rill.client.grpc_client import AdminClient, error_name
@@ -38,7 +39,7 @@ def add_delete(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
 
 
 def run_delete(args: argparse.Namespace) -> int:
-    with AdminClient(admin_address(args), args.timeout) as client:
+    with AdminClient(admin_address(args), args.timeout, security=security_of(args)) as client:
         response = client.delete_topic(args.topic, timeout_ms=int(args.timeout * 1000))
     if response.error_code == pb.REQUEST_TIMED_OUT:
         message = response.error_message

@@ -26,6 +26,7 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
+from rill.client.cli.command_config import security_of
 from rill.client.cli.common import CliError, info, positive_int
 from rill.client.cli.bootstrap import add_admin_arguments, admin_address
 from rill.client.cli.reassign_plan import Move, PlanError, parse_plan, parse_topics, plan_json, propose
@@ -78,7 +79,7 @@ def run_reassign(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    with AdminClient(admin_address(args), args.timeout) as client:
+    with AdminClient(admin_address(args), args.timeout, security=security_of(args)) as client:
         if args.generate:
             if args.topics_to_move_json_file is None or args.broker_list is None:
                 raise CliError("--generate needs --topics-to-move-json-file and --broker-list")

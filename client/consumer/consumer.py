@@ -60,6 +60,7 @@ from rill.client.consumer.subscription import SubscriptionState, TopicPartition
 from rill.client.consumer.subscription_calls import SubscriptionCalls
 from rill.client.errors import ConnectionClosed, RillError
 from rill.client.cluster_metadata import ClusterMetadata
+from rill.client.security.client_security import from_settings
 from rill.client.protocol import requests as rq
 from rill.client.protocol.messages import Message
 from rill.client.net.selector_loop import SelectorLoop
@@ -111,7 +112,8 @@ class Consumer(SubscriptionCalls, PositionCalls, GroupOffsetCalls, IterationCall
         self._key_deserializer: Callable[[bytes], Any] | None = settings["key.deserializer"]
         request_timeout = settings["request.timeout.ms"] / 1000.0
         self._subscription = SubscriptionState(settings["auto.offset.reset"])
-        self._metadata = ClusterMetadata(settings["bootstrap.servers"], timeout=request_timeout)
+        self._metadata = ClusterMetadata(settings["bootstrap.servers"], timeout=request_timeout,
+                                         security=from_settings(settings))
         self._network = SelectorLoop()
         self._fetcher = Fetcher(self._subscription, self._metadata, self._network, FetchConfig(
             max_bytes=settings["fetch.max.bytes"], max_partition_bytes=settings["max.partition.fetch.bytes"],

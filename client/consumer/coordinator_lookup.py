@@ -56,7 +56,7 @@ class CoordinatorLookup:
         admin = self._admins.get(address)
         if admin is None:
             admin = self._admins[address] = AdminClient(address, timeout=self.request_timeout,
-                                                        client_id=self.client_id)
+                                                        client_id=self.client_id, security=self.metadata.security)
         return admin
 
     def find(self) -> AdminClient:
@@ -99,7 +99,11 @@ class CoordinatorLookup:
             controller = info.controller_broker
             self.group_session_timeout_ms = int(info.session_timeout) or self.session_timeout_ms
             self.group_topics = tuple(info.topics)
-        self.current = self._admin(f"{controller.host}:{controller.grpc_port}")
+        # the coordinator as METADATA names it to this client (its listener's host, and the TLS gRPC
+        # port for a TLS client), else as ListGroups does
+        known = self.metadata.brokers.get(controller.broker_id)
+        host, port = (known.host, known.grpc_port) if known is not None else (controller.host, controller.grpc_port)
+        self.current = self._admin(f"{host}:{port}")
         return self.current
 
     def get(self) -> AdminClient:

@@ -220,7 +220,7 @@ class Fetcher:
         """
         channel: Channel = BrokerSocket((broker.host, broker.port),
                                         max(self.config.max_bytes, DEFAULT_FETCH_SIZE_LIMIT) + RESPONSE_OVERHEAD,
-                                        node_id=node)
+                                        node_id=node, security=self.metadata.security)
         channel.connect(now, self.config.request_timeout)
         return channel
 
@@ -250,9 +250,11 @@ class Fetcher:
         if self.channels.get(channel.node_id) is not channel:
             return  # closed by this fetcher in the same turn (abandoned or timed out)
         try:
-            if mask & selectors.EVENT_WRITE:
-                if channel.state is SocketState.CONNECTING:
-                    channel.finish_connect()
+            if channel.state is SocketState.CONNECTING:  # TCP, then TLS and SASL (which also read)
+                channel.finish_connect()
+                if channel.ready:
+                    channel.write()
+            elif mask & selectors.EVENT_WRITE:
                 channel.write()
             if mask & selectors.EVENT_READ and channel.ready:
                 channel.receive()

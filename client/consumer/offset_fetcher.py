@@ -138,7 +138,7 @@ class OffsetFetcher:
             if client is not None:
                 client.close()  # the broker moved: drop the connection to its old address
             client = self._clients[leader.broker_id] = SimpleConsumer(
-                leader.host, leader.port, timeout=self.config.request_timeout)
+                leader.host, leader.port, timeout=self.config.request_timeout, security=self.metadata.security)
         return client, self.metadata.broker_partition(tp.topic, tp.partition)
 
     def close(self) -> None:

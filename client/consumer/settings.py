@@ -17,6 +17,7 @@ from typing import Any
 
 from rill.client.client_config import (ConfigError, Setting, boolean, choice, non_negative, optional_callable, positive,
                                 resolve, servers)
+from rill.client.security.client_security import SECURITY_SETTINGS
 
 ASSIGNMENT_STRATEGIES = ("range", "roundrobin", "sticky")
 OFFSET_RESETS = ("earliest", "latest", "none")
@@ -78,6 +79,7 @@ SETTINGS: tuple[Setting, ...] = (
             optional_callable),
     Setting("key.deserializer", None, "callable applied to each message key that is not None",
             optional_callable),
+    *SECURITY_SETTINGS,
 )
 
 

@@ -23,6 +23,11 @@ What lives here once:
   closed at once; the requests that were in flight come back from :meth:`BrokerSocket.fail`
   or :meth:`BrokerSocket.close` for the caller to retry or fail.
 - **Scatter writes.** Queued frames go out in one ``sendmsg`` of up to 512 buffers.
+- **Security.** With a :class:`~rill.client.security.client_security.ClientSecurity`, a
+  connection is set up (TLS handshake, then SASL: rill.client.net.connection_setup)
+  before it is READY; until then it stays CONNECTING and its queued requests wait.
+  Over TLS, writes go in chunks through the TLS layer (a chunk that would block is
+  resent unchanged) and reads drain what TLS has decrypted.
 
 Not thread-safe: one thread owns a BrokerSocket.
 """
@@ -34,6 +39,7 @@ import errno
 import os
 import selectors
 import socket
+import ssl
 import threading
 from collections.abc import Sequence
 from typing import Generic, TypeVar
@@ -41,8 +47,10 @@ from typing import Generic, TypeVar
 import structlog
 
 from rill.client.errors import ConnectionClosed
+from rill.client.net.connection_setup import ConnectionSetup
 from rill.client.protocol.connection import DEFAULT_MAX_RESPONSE_SIZE, ProtocolConnection
 from rill.client.protocol.framing import DecodeError
+from rill.client.security.client_security import ClientSecurity
 from rill.client.structs import Address
 
 __all__ = ["BrokerSocket", "SocketState"]
@@ -52,6 +60,8 @@ log = structlog.get_logger(__name__)
 C = TypeVar("C")
 _IOV_MAX = 512  # buffers per sendmsg (Linux allows 1024)
 _RECV_SIZE = 1 << 18
+_TLS_CHUNK = 1 << 18  # bytes per TLS write
+_TLS_WOULD_BLOCK = (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError)
 _per_thread = threading.local()
 
 
@@ -76,7 +86,7 @@ class BrokerSocket(Generic[C]):
     """A connection to the broker at ``address``; requests carry a caller's context of type ``C``."""
 
     def __init__(self, address: Address, max_response_size: int = DEFAULT_MAX_RESPONSE_SIZE, *,
-                 node_id: int = -1) -> None:
+                 node_id: int = -1, security: ClientSecurity | None = None) -> None:
         self.address = address
         self.node_id = node_id  # the broker's id, when the caller knows it
         self.name = f"{address[0]}:{address[1]}"
@@ -89,6 +99,11 @@ class BrokerSocket(Generic[C]):
         self.connect_deadline = 0.0
         self.failures = 0  # consecutive failed connections (each tries the next resolved address)
         self._blocking = False
+        self.security = security
+        self._setup: ConnectionSetup | None = None  # TLS/SASL under way (CONNECTING)
+        self._setup_events = selectors.EVENT_WRITE
+        self._tls = False
+        self._tls_chunk: bytes | None = None  # a TLS write that would block: resent unchanged
 
     def __repr__(self) -> str:
         return f"<BrokerSocket {self.name} {self.state.name.lower()} in_flight={self.protocol.in_flight}>"
@@ -103,7 +118,7 @@ class BrokerSocket(Generic[C]):
 
     def wanted_events(self) -> int:
         if self.state is SocketState.CONNECTING:
-            return selectors.EVENT_WRITE
+            return self._setup_events if self._setup is not None else selectors.EVENT_WRITE
         return selectors.EVENT_READ | (selectors.EVENT_WRITE if self.protocol.has_output else 0)
 
     # ---------------------------------------------------------------- connecting
@@ -140,13 +155,36 @@ class BrokerSocket(Generic[C]):
         self.connect_deadline = now + timeout
 
     def finish_connect(self) -> None:
-        """The socket became writable while connecting: connected, or raise ConnectionClosed."""
+        """The socket is ready while connecting: go on connecting (TCP, then TLS and SASL when the
+        security asks for them); READY once done. Raises ConnectionClosed (AuthenticationFailed for
+        TLS or SASL), the socket closed."""
         assert self.sock is not None
-        code = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
-        if code:
-            self.fail_now()
-            raise ConnectionClosed(f"cannot connect to broker {self.name}: {os.strerror(code)}")
+        if self._setup is None:
+            code = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            if code:
+                self.fail_now()
+                raise ConnectionClosed(f"cannot connect to broker {self.name}: {os.strerror(code)}")
+            if self.security is not None:
+                self._start_setup()
+        if self._setup is not None:
+            try:
+                self._setup_events = self._setup.step(self.sock)
+            except ConnectionClosed:
+                self.fail_now()
+                raise
+            if self._setup_events:
+                return
+            self._setup = None
         self._connected()
+
+    def _start_setup(self) -> None:
+        assert self.sock is not None and self.security is not None
+        if self.sock.family in (socket.AF_INET, socket.AF_INET6):
+            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # before the handshake's small writes
+        self._setup = ConnectionSetup(self.security, str(self.address[0]), self.name)
+        self.sock = self._setup.wrap(self.sock)
+        self._tls = self.security.tls
+        self._tls_chunk = None
 
     def connect_blocking(self, timeout: float | None) -> None:
         """Connect and wait for it: every resolved address in turn, each within ``timeout``.
@@ -170,6 +208,14 @@ class BrokerSocket(Generic[C]):
                 continue
             self.sock = sock
             self._blocking = True
+            if self.security is not None:
+                self._start_setup()
+                try:
+                    self.finish_connect()
+                except ConnectionClosed:
+                    self.failures += 1
+                    raise
+                return
             self._connected()
             return
         assert last is not None
@@ -211,6 +257,8 @@ class BrokerSocket(Generic[C]):
         sock, protocol = self.sock, self.protocol
         if self.state is not SocketState.READY or sock is None:
             return []
+        if self._tls:
+            return self._write_tls(sock)
         done: list[C] = []
         try:
             while protocol.has_output:  # every pending frame in one system call (each call hands the GIL over)
@@ -221,6 +269,31 @@ class BrokerSocket(Generic[C]):
                 if not self._blocking and protocol.has_output and sent < sum(b.nbytes for b in buffers):
                     break  # the socket is full
         except BlockingIOError:
+            pass
+        except OSError as exc:
+            self.fail_now()
+            raise ConnectionClosed(f"connection to broker {self.name} failed while sending: "
+                                   f"{_reason(exc)}") from exc
+        return done
+
+    def _write_tls(self, sock: socket.socket) -> list[C]:
+        """:meth:`write` over TLS: chunks of up to 256 KiB, each resent unchanged while it would block."""
+        protocol = self.protocol
+        done: list[C] = []
+        try:
+            while self._tls_chunk is not None or protocol.has_output:
+                if self._tls_chunk is None:
+                    taken, size = [], 0
+                    for buffer in protocol.output(_IOV_MAX):
+                        taken.append(buffer[:_TLS_CHUNK - size])
+                        size += taken[-1].nbytes
+                        if size >= _TLS_CHUNK:
+                            break
+                    self._tls_chunk = b"".join(taken)
+                sent = sock.send(self._tls_chunk)
+                self._tls_chunk = None
+                done += protocol.wrote(sent)
+        except _TLS_WOULD_BLOCK:
             pass
         except OSError as exc:
             self.fail_now()
@@ -253,10 +326,13 @@ class BrokerSocket(Generic[C]):
                 if n == 0:
                     self.fail_now()
                     raise ConnectionClosed(f"broker {self.name} closed the connection")
-                if self._blocking or n < want:
+                if self._blocking or (n < want and not self._tls):
                     break  # (a full buffer: more is probably there, read on without a select)
-        except BlockingIOError:
+        except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
             pass
+        except ssl.SSLZeroReturnError as exc:
+            self.fail_now()
+            raise ConnectionClosed(f"broker {self.name} closed the connection") from exc
         except OSError as exc:
             self.fail_now()
             raise ConnectionClosed(f"connection to broker {self.name} failed while reading: "
@@ -302,6 +378,9 @@ class BrokerSocket(Generic[C]):
             sock.close()
         self.state = SocketState.DISCONNECTED
         self.events = 0
+        self._setup = None
+        self._tls = False
+        self._tls_chunk = None
 
     def fail(self, now: float, backoff: float) -> list[tuple[C, bool]]:
         """The connection failed: close it, count the failure, try again after ``backoff``;

@@ -40,6 +40,7 @@ from rill.client.producer.metrics import ProducerMetrics
 from rill.client.producer.sender import Sender, SenderConfig
 from rill.client.protocol import requests as rq
 from rill.client.protocol.messages import CODEC_GZIP, CODEC_NONE
+from rill.client.security.client_security import SECURITY_SETTINGS, from_settings
 from rill.client.topic_names import is_valid_topic, validate_topic
 
 __all__ = ["Producer", "SETTINGS"]
@@ -99,6 +100,7 @@ SETTINGS = (
     Setting("audit.topic", "", "send audit events (acknowledged offsets per topic and send window) to this "
             "topic; empty: off. Needs acks append, fsync or all", _audit_topic),
     Setting("audit.window.ms", 60000, "the length of an audit send window", positive(int)),
+    *SECURITY_SETTINGS,
 )
 
 _ACKS = {"none": 0, "append": int(rq.Acks.APPEND), "fsync": int(rq.Acks.FSYNC), "all": int(rq.Acks.ALL)}
@@ -181,7 +183,7 @@ class Producer:
             max_in_flight=c["max.in.flight.requests.per.connection"], request_timeout=request_timeout,
             retries=c["retries"], retry_backoff=c["retry.backoff.ms"] / 1000,
             metadata_max_age=c["metadata.max.age.ms"] / 1000, max_request_size=c["max.request.size"],
-            client_id=self.client_id), metadata, self._audit.ledger.record_batch if self._audit else None,
+            client_id=self.client_id, security=from_settings(c)), metadata, self._audit.ledger.record_batch if self._audit else None,
             self._metrics)
         self._sender.start()
         if self._audit is not None:

@@ -39,6 +39,7 @@ from rill.client.errors import ConnectionClosed
 from rill.client.producer.accumulator import ProducerBatch, RecordAccumulator
 from rill.client.producer.errors import ProducerClosed, ProducerTimeout
 from rill.client.producer.in_flight import BrokerLink, InFlight, Kind, SocketState, next_deadline
+from rill.client.security.client_security import ClientSecurity
 from rill.client.producer.metadata_updater import MetadataUpdater, ProducerMetadata, UpdaterFactory
 from rill.client.producer.metrics import ProducerMetrics
 from rill.client.producer.outcomes import BatchOutcomes, run_callbacks
@@ -67,6 +68,7 @@ class SenderConfig:
     metadata_max_age: float
     max_request_size: int
     client_id: str
+    security: ClientSecurity | None = None  # TLS and SASL for every broker connection
 
 
 class Sender:
@@ -134,7 +136,7 @@ class Sender:
         timeout = None if wake_at == float("inf") else max(0.0, wake_at - time.monotonic())
         self.metrics.requests_in_flight = sum(link.in_flight for link in self._links.values())
         for link, mask in self._loop.wait(timeout):
-            if mask & selectors.EVENT_WRITE:
+            if mask & selectors.EVENT_WRITE or link.state is SocketState.CONNECTING:  # (TLS handshakes also read)
                 self._on_writable(link)
             if mask & selectors.EVENT_READ and link.ready:
                 self._on_readable(link)
@@ -269,7 +271,7 @@ class Sender:
         when to try again."""
         link = self._links.get(address)
         if link is None:
-            link = self._links[address] = BrokerLink(address)
+            link = self._links[address] = BrokerLink(address, security=self.config.security)
         if link.state is not SocketState.DISCONNECTED:
             return float("inf")
         if link.retry_at > now:
@@ -288,6 +290,9 @@ class Sender:
                 link.finish_connect()
             except ConnectionClosed as exc:
                 self._link_failed(link, exc, time.monotonic())
+                return
+            if not link.ready:  # TLS or SASL under way
+                self._loop.watch(link)
                 return
             log.debug("producer.connected", client_id=self.config.client_id, broker=link.name)
         self._write(link)

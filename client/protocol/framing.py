@@ -25,7 +25,16 @@ class DecodeError(RillError):
 
 
 class FrameTooLarge(DecodeError):
-    """A frame whose size field is over the limit (or not positive)."""
+    """A frame whose size field is over the limit (or not positive); ``size`` is that field."""
+
+    def __init__(self, message: str, size: int = 0) -> None:
+        super().__init__(message)
+        self.size = size
+
+    def looks_like_tls(self) -> bool:
+        """Whether the "size" is a TLS record's first bytes (0x16 0x03: a TLS client's hello on a
+        listener without TLS)."""
+        return self.size >> 16 == 0x1603
 
 
 RESERVED_BODY_BYTES = 64 * 1024
@@ -128,7 +137,7 @@ class FrameDecoder:
                 return None
             (size,) = INT32.unpack_from(buf, self._pos)
             if size < self.min_frame_size or size > self.max_frame_size:
-                raise FrameTooLarge(f"frame size {size} outside {self.min_frame_size}..{self.max_frame_size}")
+                raise FrameTooLarge(f"frame size {size} outside {self.min_frame_size}..{self.max_frame_size}", size)
             self._pos += 4
             self._need = size
         need = self._need

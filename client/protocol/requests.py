@@ -1,6 +1,6 @@
 """Requests and responses of the Kafka 0.7 protocol and rill's extensions.
 
-Types 0-4 are byte-exact with Kafka 0.7; 5-10 are rill's (docs/protocol.md gives
+Types 0-4 are byte-exact with Kafka 0.7; 5-12 are rill's (docs/protocol.md gives
 every layout). A request frame is ``size int32, type int16, body``; single-partition
 requests (0, 1, 4) start their body with ``topic string16, partition int32``.
 A response frame is ``size int32, error int16, body``. Responses come back in the
@@ -26,6 +26,8 @@ from rill.client.protocol.fetch_response import decode_multifetch_response as de
 from rill.client.protocol.fetch_response import response_header as response_header
 from rill.client.protocol.framing import INT16, INT32, INT64, DecodeError, Reader, string16
 from rill.client.protocol.replica_fetch import ReplicaFetchRequest, decode_replica_fetch
+from rill.client.protocol.sasl_requests import (SaslAuthenticateRequest, SaslHandshakeRequest, decode_sasl_authenticate,
+                                                decode_sasl_handshake)
 
 
 class RequestType(IntEnum):
@@ -40,6 +42,8 @@ class RequestType(IntEnum):
     CREATE_TOPIC = 8  # rill: explicit topic creation
     TIME_INDEX = 9  # rill: append times of a partition's index entries
     REPLICA_FETCH = 10  # rill: a follower's fetch from its leader (replica_fetch.py)
+    SASL_HANDSHAKE = 11  # rill (Kafka's SaslHandshake): the SASL mechanism (sasl_requests.py)
+    SASL_AUTHENTICATE = 12  # rill (Kafka's SaslAuthenticate): one token of the SASL exchange
 
 
 class Acks(IntEnum):
@@ -117,7 +121,7 @@ class CreateTopicRequest(NamedTuple):
 
 Request = Union[ProduceRequest, FetchRequest, MultiFetchRequest, MultiProduceRequest, OffsetsRequest,
                 ProduceAckRequest, FetchWaitRequest, MetadataRequest, CreateTopicRequest, TimeIndexRequest,
-                ReplicaFetchRequest]
+                ReplicaFetchRequest, SaslHandshakeRequest, SaslAuthenticateRequest]
 
 
 # ---------------------------------------------------------------- server side
@@ -154,6 +158,8 @@ _DECODERS: dict[int, Callable[[Reader], Request]] = {
     RequestType.CREATE_TOPIC: lambda r: CreateTopicRequest(r.string16(), r.int32()),
     RequestType.TIME_INDEX: lambda r: TimeIndexRequest(r.string16(), r.int32(), r.int64(), r.int32()),
     RequestType.REPLICA_FETCH: decode_replica_fetch,
+    RequestType.SASL_HANDSHAKE: decode_sasl_handshake,
+    RequestType.SASL_AUTHENTICATE: decode_sasl_authenticate,
 }
 
 

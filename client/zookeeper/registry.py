@@ -4,7 +4,8 @@ Brokers publish (rill.broker.cluster.registration writes them):
 
     /brokers/ids/[broker_id]        -> "creator:host:port"
     /brokers/topics/[topic]/[id]    -> number of partitions of the topic on that broker
-    /rill/brokers/[broker_id]       -> {"host", "port", "grpc_port"} (rill's own: the gRPC port)
+    /rill/brokers/[broker_id]       -> {"host", "port", "grpc_port", "endpoints"} (rill's own: the gRPC
+                                       port, and each listener's advertised address by its name)
     /rill/topics/[topic]            -> {"partitions": [[broker_id, partition], ...]} (rill's own)
 
 The last is the topic's partition map for rill's native clients: partition ``i`` of
@@ -51,6 +52,16 @@ class BrokerRegistration(NamedTuple):
     host: str
     port: int
     grpc_port: int = 0  # from /rill/brokers/[id]; 0 for a broker that is not rill (or not yet listed)
+    endpoints: tuple[tuple[str, str, int, int], ...] = ()
+    """(listener name, host, data port, gRPC port) per listener, from /rill/brokers/[id]."""
+
+    def address_for(self, listener: str) -> tuple[str, int, int]:
+        """Where a client of ``listener`` reaches this broker: (host, data port, gRPC port); its
+        registered address if it has no such listener."""
+        for name, host, port, grpc_port in self.endpoints:
+            if name == listener:
+                return host, port, grpc_port
+        return self.host, self.port, self.grpc_port
 
 
 def parse_broker(broker_id: int, value: bytes) -> BrokerRegistration:
@@ -215,7 +226,8 @@ class RegistryView:
             except ValueError as exc:
                 log.warning("zookeeper.bad_broker_registration", path=f"{IDS_PATH}/{child}", error=str(exc))
                 continue
-            brokers[int(child)] = registration._replace(grpc_port=self._grpc_port(int(child)))
+            grpc_port, endpoints = self._rill_registration(int(child))
+            brokers[int(child)] = registration._replace(grpc_port=grpc_port, endpoints=endpoints)
         topics: dict[str, dict[int, int]] = {}
         for topic in self._children(TOPICS_PATH):
             counts: dict[int, int] = {}
@@ -242,18 +254,22 @@ class RegistryView:
                     log.warning("zookeeper.bad_partition_map", path=f"{RILL_TOPICS_PATH}/{topic}", error=str(exc))
         return ClusterSnapshot(dict(sorted(brokers.items())), dict(sorted(topics.items())), maps, frozenset(replicated))
 
-    def _grpc_port(self, broker_id: int) -> int:
+    def _rill_registration(self, broker_id: int) -> tuple[int, tuple[tuple[str, str, int, int], ...]]:
+        """The gRPC port and listeners' endpoints from ``/rill/brokers/[id]`` ((0, ()) when missing)."""
         value = self._data(f"{RILL_BROKERS_PATH}/{broker_id}")
         if value is None:
             if self.zk.exists(f"{RILL_BROKERS_PATH}/{broker_id}", watch=self._watch) is not None:
                 self._wake.set()  # created since the read: a watch set now would not see it appear
-            return 0
+            return 0, ()
         try:
-            port = json.loads(value)["grpc_port"]
-        except (ValueError, KeyError, TypeError):
+            parsed = json.loads(value)
+            port = parsed["grpc_port"]
+            endpoints = tuple((str(name), str(e["host"]), int(e["port"]), int(e.get("grpc_port", port)))
+                              for name, e in sorted(parsed.get("endpoints", {}).items()))
+        except (ValueError, KeyError, TypeError, AttributeError):
             log.warning("zookeeper.bad_rill_registration", path=f"{RILL_BROKERS_PATH}/{broker_id}", value=value[:80])
-            return 0
-        return port if isinstance(port, int) else 0
+            return 0, ()
+        return (port if isinstance(port, int) else 0), endpoints
 
     def _children(self, path: str) -> list[str]:
         """Children of ``path`` with a watch; a missing path is empty and watched for creation.

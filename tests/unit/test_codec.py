@@ -16,6 +16,7 @@ from rill.client.crc import crc32, crcmod_crc32
 from rill.client.errors import CorruptMessageError
 from rill.client.protocol import messages as m
 from rill.client.protocol import requests as rq
+from rill.client.protocol import sasl_requests as sasl
 from rill.client.protocol.framing import INT32, DecodeError, FrameDecoder, FrameTooLarge, Reader
 from rill.client.protocol.replica_fetch import ReplicaFetchPartition, ReplicaFetchRequest, encode_replica_fetch
 
@@ -252,6 +253,8 @@ def test_truncated_or_extended_requests_raise_decode_error(kind: rq.RequestType,
         rq.RequestType.TIME_INDEX: rq.encode_time_index("t", 0, 0, 10),
         rq.RequestType.REPLICA_FETCH: encode_replica_fetch(ReplicaFetchRequest(
             1, 500, 1, [ReplicaFetchPartition("t", 0, 3, 100, 2, 1 << 20)])),
+        rq.RequestType.SASL_HANDSHAKE: sasl.encode_sasl_handshake("SCRAM-SHA-256"),
+        rq.RequestType.SASL_AUTHENTICATE: sasl.encode_sasl_authenticate(b"n,,n=alice,r=abc"),
     }
     body = frames[kind][4:]
     cut = data.draw(st.integers(2, len(body) - 1))
