@@ -51,6 +51,13 @@ KEYS: tuple[Key, ...] = (
         "SASL listeners: the mechanisms offered (PLAIN checks the password against the user's SCRAM credential)."),
     Key("sasl.server.max.receive.size", int, 524_288,
         "Largest request accepted from a client that has not authenticated yet on a SASL listener."),
+    Key("authorizer.enable", bool, False,
+        "Check every request and RPC against the ACLs (Kafka's authorizer.class.name set to its AclAuthorizer); "
+        "ACLs live in <log.dir>/.security or, in a cluster, ZooKeeper (rill acls)."),
+    Key("super.users", str, "",
+        "Principals that may do everything, separated by semicolons (User:admin;User:broker), as Kafka's."),
+    Key("allow.everyone.if.no.acl.found", bool, False,
+        "With the authorizer: a resource that no ACL matches is open to everyone (one ACL, for anyone, closes it)."),
     Key("authentication.timeout.ms", int, 10_000,
         "A connection to a TLS or SASL listener must finish its TLS handshake and SASL authentication within this "
         "long, or it is closed."),

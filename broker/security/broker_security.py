@@ -34,7 +34,13 @@ from rill.client.security.entity_configs_file import DIRECTORY, FileEntityConfig
 from rill.client.security.entity_configs_zk import ZkEntityConfigs
 from rill.client.security.plain import PasswordCache
 from rill.client.security.scram import ScramCredential
+from rill.client.security import principal as principals
 from rill.client.security.scram_credentials import CredentialStore
+from rill.client.security.acl_store import AclStore
+from rill.client.security.acl_store_file import FileAclStore
+from rill.client.security.acl_store_zk import ZkAclStore
+from rill.client.security.acls import Operation, ResourceType
+from rill.broker.security.authorizer import Authorizer, parse_super_users
 from rill.coordinator.grpc_auth import CallAuthenticator, ServerSecurity
 
 __all__ = ["BrokerSecurity", "SECURITY_DIR"]
@@ -44,6 +50,7 @@ log = structlog.get_logger(__name__)
 SECURITY_DIR = DIRECTORY  # in log.dir: a dot name, which the log loader skips
 MOCK_SECRET_FILE = "scram-mock-secret"
 MOCK_SECRET_ZNODE = "/rill/security/scram-mock-secret"
+BROKER_TOKEN_ZNODE = "/rill/security/broker-token"
 
 
 class BrokerSecurity:
@@ -69,8 +76,13 @@ class BrokerSecurity:
         self.sasl = any(e.protocol.sasl for e in self.endpoints)
         self.configs: EntityConfigs | None = None
         self.credentials: CredentialStore | None = None
+        self.acls: AclStore | None = None
+        self.authorizer: Authorizer | None = None
+        """The ACLs' authorizer with ``authorizer.enable`` (None: every request is allowed, as without Kafka's)."""
         self._mock_secret = b""
         self.passwords = PasswordCache()  # PLAIN's checks, shared by the data plane's connections and gRPC calls
+        self.broker_token = secrets.token_hex(32)
+        """What brokers show each other on gRPC (principal.BROKER): one per cluster, in ZooKeeper."""
 
     def listener_specs(self) -> list[ListenerSpec]:
         specs = []
@@ -112,7 +124,8 @@ class BrokerSecurity:
     @property
     def enabled(self) -> bool:
         """Whether anything of security is configured (then the user store is opened)."""
-        return self.sasl or self.tls is not None or self.config["grpc.ssl.port"] >= 0
+        return (self.sasl or self.tls is not None or self.config["grpc.ssl.port"] >= 0
+                or self.config["authorizer.enable"])
 
     def grpc_security(self, host: str) -> ServerSecurity:
         """The gRPC server's: credentials checked against the users; a TLS port with ``grpc.ssl.port``.
@@ -159,7 +172,7 @@ class BrokerSecurity:
         """A single broker: users in ``<log.dir>/.security`` (created, owner-only)."""
         directory = os.path.join(log_dir, SECURITY_DIR)
         os.makedirs(directory, mode=0o700, exist_ok=True)
-        self._attach(FileEntityConfigs(log_dir))
+        self._attach(FileEntityConfigs(log_dir), FileAclStore(log_dir))
         path = os.path.join(directory, MOCK_SECRET_FILE)
         try:
             with open(path, "rb") as f:
@@ -177,17 +190,39 @@ class BrokerSecurity:
 
         if self.configs is not None:
             self.configs.close()
-        self._attach(ZkEntityConfigs(zk))
+        if self.acls is not None:
+            self.acls.close()
+        self._attach(ZkEntityConfigs(zk), ZkAclStore(zk))
         zk.ensure_path(MOCK_SECRET_ZNODE.rsplit("/", 1)[0])
         with contextlib.suppress(NodeExistsError):  # another broker made it first: use that one
             zk.create(MOCK_SECRET_ZNODE, secrets.token_bytes(32))
         self._mock_secret = zk.get(MOCK_SECRET_ZNODE)[0]
+        with contextlib.suppress(NodeExistsError):
+            zk.create(BROKER_TOKEN_ZNODE, secrets.token_hex(32).encode())
+        self.broker_token = zk.get(BROKER_TOKEN_ZNODE)[0].decode()
 
-    def _attach(self, configs: EntityConfigs) -> None:
+    def _attach(self, configs: EntityConfigs, acls: AclStore) -> None:
         self.configs = configs
         self.credentials = CredentialStore(configs)
+        self.acls = acls
+        if self.config["authorizer.enable"]:
+            self.authorizer = Authorizer(acls, parse_super_users(self.config["super.users"]),
+                                         self.config["allow.everyone.if.no.acl.found"])
+
+    def authorize(self, principal: str, host: str, operation: Operation, resource_type: ResourceType,
+                  name: str) -> bool:
+        """The authorizer's answer: every request is allowed without ``authorizer.enable``; with it,
+        none until the ACLs are loaded (in a cluster, once ZooKeeper is reached); the brokers' own
+        calls to each other (principal.BROKER) always."""
+        if not self.config["authorizer.enable"] or principal == principals.BROKER:
+            return True
+        authorizer = self.authorizer
+        return authorizer is not None and authorizer.authorize(principal, host, operation, resource_type, name)
 
     def close(self) -> None:
         if self.configs is not None:
             self.configs.close()
             self.configs = None
+        if self.acls is not None:
+            self.acls.close()
+            self.acls = None

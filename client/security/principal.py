@@ -11,6 +11,9 @@ from __future__ import annotations
 USER_TYPE = "User"
 ANONYMOUS = "User:ANONYMOUS"
 WILDCARD = "User:*"
+BROKER = "User:__rill_broker"
+"""The brokers themselves, calling each other's gRPC services (the controller, group routing) with the
+cluster's internal token: always allowed, never named in an ACL."""
 
 
 def user(name: str) -> str:
@@ -35,4 +38,4 @@ def name_of(principal: str) -> str:
     return parse(principal)[1]
 
 
-__all__ = ["ANONYMOUS", "USER_TYPE", "WILDCARD", "name_of", "parse", "user"]
+__all__ = ["ANONYMOUS", "BROKER", "USER_TYPE", "WILDCARD", "name_of", "parse", "user"]
