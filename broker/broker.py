@@ -36,6 +36,7 @@ from rill.broker.replication.replica_healer import ReplicaHealer
 from rill.broker.replication.replica_manager import ReplicaManager
 from rill.broker.replication.replication_throttle import ReplicationThrottle
 from rill.broker.security.broker_security import BrokerSecurity
+from rill.broker.security.request_acls import DataPlaneAcls
 from rill.client.errors import StorageError
 from rill.client.protocol import requests as rq
 from rill.client.topic_names import GROUPS_TOPIC
@@ -104,7 +105,8 @@ class Broker:
         self.handlers = RequestHandlers(
             self.server, self.logs, self.logs.flusher, self.cluster,
             auto_create=config["auto.create.topics.enable"], max_wait_ms=config["fetch.max.wait.ms"],
-            replicas=self.replicas)
+            replicas=self.replicas,
+            acls=DataPlaneAcls(self.security.authorize) if config["authorizer.enable"] else None)
         self.server.handle = self.handlers
         if self.coordination.placement is not None:
             self.coordination.placement.appended = self.handlers.replica_appended

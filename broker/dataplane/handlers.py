@@ -25,18 +25,21 @@ from rill.broker.dataplane.topic_creation import DataPlaneTopics
 from rill.broker.replication.leader_reads import LeaderReads
 from rill.broker.replication.replica import Replica
 from rill.broker.replication.replica_manager import ReplicaManager
+from rill.broker.security.request_acls import DataPlaneAcls
 from rill.broker.security.sasl_authenticator import refuse_out_of_order
 from rill.client.errors import (BrokerError, ErrorCode, InvalidFetchSize, InvalidRequest, NotEnoughReplicas,
-                                NotLeaderForPartition, OffsetNotAvailable, UnknownTopic)
+                                NotLeaderForPartition, OffsetNotAvailable, TopicAuthorizationFailed, UnknownTopic)
 from rill.client.protocol import requests as rq
 from rill.client.protocol.fetch_response import fetch_response_parts, multifetch_response_parts
 from rill.client.protocol.sasl_requests import SaslHandshakeRequest
 from rill.client.protocol.replica_fetch import (NO_EPOCH, ReplicaFetchBlock, ReplicaFetchRequest,
                                                 replica_fetch_response_parts)
+from rill.client.security.acls import Operation
 from rill.client.topic_names import refuse_internal, validate_topic
 
 log = structlog.get_logger(__name__)
 
+_REFUSED_READ = ReadResult(int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), None)
 Outcome = tuple[rq.PartitionAck, PartitionLog | None]  # an append's ack, and the log it went to (None: refused)
 
 
@@ -44,7 +47,8 @@ class RequestHandlers:
     """Serves every request type against the broker's partitions (a :class:`PartitionStore`)."""
 
     def __init__(self, server: BrokerServer, logs: PartitionStore, flusher: FlushScheduler, cluster: ClusterView, *,
-                 auto_create: bool = True, max_wait_ms: int = 30_000, replicas: ReplicaManager | None = None) -> None:
+                 auto_create: bool = True, max_wait_ms: int = 30_000, replicas: ReplicaManager | None = None,
+                 acls: DataPlaneAcls | None = None) -> None:
         self.server = server
         self.logs = logs
         self.flusher = flusher
@@ -54,6 +58,9 @@ class RequestHandlers:
         self.replicas = replicas
         self.delayed = DelayedFetches(server, self.read)
         self.topics = DataPlaneTopics(server, logs, auto_create, replicas=replicas)
+        self.acls = acls  # None: no authorizer (every request allowed, at no cost)
+        if acls is not None:
+            self.topics.may_create = acls.may_create_topic
         self.leader_reads = LeaderReads(replicas, server, max_wait_ms=max_wait_ms) if replicas is not None else None
         if replicas is not None:
             replicas.on_high_watermark.append(self.delayed.on_append)  # committed data for parked consumers
@@ -150,8 +157,14 @@ class RequestHandlers:
 
     def _append_all(self, conn: Connection, produces: list[rq.ProduceRequest],
                     acks: int = rq.Acks.APPEND) -> list[Outcome]:
-        """Create missing topics first (may raise Deferred, before anything is appended), then append each."""
-        refused = self.topics.ensure(conn, (p.topic for p in produces))
+        """Create missing topics first (may raise Deferred, before anything is appended), then append each.
+        With the authorizer, topics the principal may not Write are refused before anything else."""
+        if self.acls is None:
+            refused = self.topics.ensure(conn, (p.topic for p in produces))
+        else:
+            denied = self.acls.denied_topics(conn, Operation.WRITE, (p.topic for p in produces), "produce")
+            refused = dict(self.topics.ensure(conn, (p.topic for p in produces if p.topic not in denied)))
+            refused.update({t: TopicAuthorizationFailed(f"{conn.principal} may not Write topic {t!r}") for t in denied})
         return [self.append(p, refused, acks) for p in produces]
 
     def produce(self, conn: Connection, req: rq.ProduceRequest) -> None:
@@ -213,19 +226,28 @@ class RequestHandlers:
             return ReadResult(int(ErrorCode.OFFSET_OUT_OF_RANGE), None)
         return result
 
+    def _unreadable(self, conn: Connection, fetches: list[rq.FetchRequest], request: str) -> set[str]:
+        """The topics of ``fetches`` the principal may not Read (none without the authorizer)."""
+        return self.acls.denied_topics(conn, Operation.READ, (f.topic for f in fetches), request) if self.acls else set()
+
     def fetch(self, conn: Connection, req: rq.FetchRequest) -> Slot:
+        if self._unreadable(conn, [req], "fetch"):
+            return Slot(fetch_response_parts(int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), None))
         result = self.read_0_7(req)
         return Slot(fetch_response_parts(result.error, result.slice))
 
     def multifetch(self, conn: Connection, req: rq.MultiFetchRequest) -> Slot:
-        return Slot(multifetch_response_parts([self.read_0_7(f) for f in req.fetches]))
+        denied = self._unreadable(conn, req.fetches, "multifetch")
+        return Slot(multifetch_response_parts([_REFUSED_READ if f.topic in denied else self.read_0_7(f)
+                                               for f in req.fetches]))
 
     def fetch_wait(self, conn: Connection, req: rq.FetchWaitRequest) -> Slot:
         if req.max_wait_ms < 0 or req.min_bytes < 0:
             return Slot([rq.response_header(int(ErrorCode.INVALID_REQUEST), 0)])
-        results = [self.read(f) for f in req.fetches]
+        denied = self._unreadable(conn, req.fetches, "fetch_wait")
+        results = [_REFUSED_READ if f.topic in denied else self.read(f) for f in req.fetches]
         wait_ms = min(req.max_wait_ms, self.max_wait_ms)
-        if wait_ms == 0 or DelayedFetches.satisfied(results, req.min_bytes):
+        if wait_ms == 0 or denied or DelayedFetches.satisfied(results, req.min_bytes):  # (a parked fetch re-reads all)
             return Slot(multifetch_response_parts(results))
         slot = Slot()
         self.delayed.park(conn, slot, req.fetches, req.min_bytes, wait_ms)
@@ -252,6 +274,8 @@ class RequestHandlers:
         return self.logs.get(topic, partition)
 
     def offsets(self, conn: Connection, req: rq.OffsetsRequest) -> Slot:
+        if self.acls is not None and self.acls.denied_topics(conn, Operation.DESCRIBE, [req.topic], "offsets"):
+            return Slot([rq.encode_offsets_response(int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), [])])
         try:
             partition_log = self._log_with_count(req.topic, req.partition, req.max_number, "max number")
             offsets = partition_log.offsets_before(req.time, req.max_number)
@@ -284,6 +308,8 @@ class RequestHandlers:
         return kept
 
     def time_index(self, conn: Connection, req: rq.TimeIndexRequest) -> Slot:
+        if self.acls is not None and self.acls.denied_topics(conn, Operation.DESCRIBE, [req.topic], "time_index"):
+            return Slot([rq.encode_time_index_response(int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), [])])
         try:
             partition_log = self._log_with_count(req.topic, req.partition, req.max_entries, "max entries")
             high_watermark = self._committed_end(req.topic, req.partition)
@@ -297,18 +323,30 @@ class RequestHandlers:
     def metadata(self, conn: Connection, req: rq.MetadataRequest) -> Slot:
         names = req.topics or self.cluster.topic_names()
         rows = [_metadata_row(name, self.cluster) for name in names]
+        if self.acls is not None:
+            denied = self.acls.denied_topics(conn, Operation.DESCRIBE, names, "metadata")
+            if req.topics:  # named: say which are refused
+                rows = [rq.TopicMetadata(r.topic, int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), ())
+                        if r.topic in denied else r for r in rows]
+            else:  # every topic: only those the principal may see
+                rows = [r for r in rows if r.topic not in denied]
         return Slot([rq.encode_metadata_response(0, self.cluster.brokers(conn.listener), rows)])
 
     def create_topic(self, conn: Connection, req: rq.CreateTopicRequest) -> Slot:
+        if self.acls is not None and not self.acls.may_create_topic(conn, req.topic, "create_topic"):
+            return Slot([rq.encode_create_topic_response(int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), 0)])
         return self.topics.create_topic(conn, req)
 
     def replica_fetch(self, conn: Connection, req: ReplicaFetchRequest) -> Slot:
         """A follower's fetch (rill.broker.replication.leader_reads); a broker with no replica
-        manager leads nothing and answers every partition NotLeaderForPartition."""
-        if self.leader_reads is not None:
+        manager leads nothing and answers every partition NotLeaderForPartition. Only a broker may
+        (ClusterAction on the cluster): others get ClusterAuthorizationFailed for every partition."""
+        error = ErrorCode.NOT_LEADER_FOR_PARTITION
+        if self.acls is not None and not self.acls.cluster_action(conn, "replica_fetch"):
+            error = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        elif self.leader_reads is not None:
             return self.leader_reads.handle(conn, req)
-        refused = ReplicaFetchBlock(int(ErrorCode.NOT_LEADER_FOR_PARTITION), -1, -1, NO_EPOCH, NO_EPOCH, NO_EPOCH,
-                                    memoryview(b""))
+        refused = ReplicaFetchBlock(int(error), -1, -1, NO_EPOCH, NO_EPOCH, NO_EPOCH, memoryview(b""))
         return Slot(replica_fetch_response_parts([(refused, None) for _ in req.partitions]))
 
 

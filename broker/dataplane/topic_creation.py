@@ -31,13 +31,13 @@ Everything here runs on the event-loop thread; completions come back through
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from typing import Protocol
 
 from rill.broker.dataplane.server_connection import Connection, Deferred, Slot
 from rill.broker.dataplane.storage import Loop, PartitionStore
-from rill.client.errors import BrokerError, LeaderNotAvailable, StorageError
+from rill.client.errors import BrokerError, LeaderNotAvailable, StorageError, TopicAuthorizationFailed
 from rill.client.protocol import requests as rq
 from rill.client.topic_names import is_valid_topic, is_internal_topic, refuse_internal
 
@@ -97,6 +97,8 @@ class DataPlaneTopics:
         self.auto_create = auto_create
         self.replicas = replicas
         self.replicated_creation: ReplicatedCreation | None = None
+        self.may_create: Callable[[Connection, str], bool] | None = None
+        """With the authorizer: whether a connection may create a topic (Create on the cluster or the topic)."""
 
     def _leaders_known(self, topic: str) -> bool:
         """Whether the controller has told this broker the leaders of replicated ``topic``."""
@@ -156,12 +158,12 @@ class DataPlaneTopics:
         waited = {d.key: d.future for d in conn.deferrals}  # each done
         errors: dict[str, BrokerError] = {}
         for topic in missing:
-            error = self._ensure_one(topic, waited.get(topic))
+            error = self._ensure_one(conn, topic, waited.get(topic))
             if error is not None:
                 errors[topic] = error
         return errors
 
-    def _ensure_one(self, topic: str, waited: Future[int] | None) -> BrokerError | None:
+    def _ensure_one(self, conn: Connection, topic: str, waited: Future[int] | None) -> BrokerError | None:
         """The error to refuse ``topic``'s partitions with, or None (created, or left to the append).
 
         ``waited``: the creation this request already waited for (done), if any.
@@ -178,6 +180,8 @@ class DataPlaneTopics:
         if self.replicas is not None and self.replicas.holds_topic(topic):  # never create a replicated name
             clustered = self.replicated_creation is not None
             return _no_leader_yet(topic) if clustered and not self._leaders_known(topic) else None
+        if self.may_create is not None and not self.may_create(conn, topic):
+            return TopicAuthorizationFailed(f"{conn.principal} may not Create topic {topic!r}")
         creation = self._replicating(topic)
         try:
             future = creation.ensure_async(topic) if creation is not None else self.logs.ensure_topic_async(topic)
