@@ -37,6 +37,7 @@ from rill.broker.replication.replica_manager import ReplicaManager
 from rill.broker.replication.replication_throttle import ReplicationThrottle
 from rill.broker.security.broker_security import BrokerSecurity
 from rill.broker.security.request_acls import DataPlaneAcls
+from rill.broker.dataplane.connection_quotas import ConnectionQuotas
 from rill.client.errors import StorageError
 from rill.client.protocol import requests as rq
 from rill.client.topic_names import GROUPS_TOPIC
@@ -73,8 +74,8 @@ class Broker:
             self.logs.close()
             raise
         self.cluster = ClusterView(self.logs, self.identity)  # the registry joins it once ZooKeeper is up
-        if self.security.enabled and not config["zookeeper.connect"]:
-            self.security.use_data_dir(config["log.dir"])
+        if not config["zookeeper.connect"]:
+            self.security.use_data_dir(config["log.dir"])  # (a cluster's are in ZooKeeper)
         self.throttle = ReplicationThrottle()  # set by the controller (reassignment --throttle)
         self.fetchers = ReplicaFetchers(FetcherSettings(
             broker_id=config["broker.id"], max_wait_ms=config["replica.fetch.wait.max.ms"],
@@ -108,6 +109,9 @@ class Broker:
             replicas=self.replicas,
             acls=DataPlaneAcls(self.security.authorize) if config["authorizer.enable"] else None)
         self.server.handle = self.handlers
+        quotas = ConnectionQuotas(self.security.quotas, self.server)
+        self.handlers.quotas = quotas
+        self.server.on_fetched = quotas.fetched
         if self.coordination.placement is not None:
             self.coordination.placement.appended = self.handlers.replica_appended
         self.zookeeper: ZkRegistration | None = None
@@ -138,8 +142,7 @@ class Broker:
             self.logs.topics, grpc_port=self.grpc_port, session_timeout_ms=config["zookeeper.session.timeout.ms"],
             connection_timeout_ms=config["zookeeper.connection.timeout.ms"], endpoints=self.cluster.endpoints)
         registration.start()
-        if self.security.enabled:
-            self.security.use_zookeeper(registration.zk)
+        self.security.use_zookeeper(registration.zk)
         registry = RegistryView(registration.zk)
         try:
             registry.start(timeout=config["zookeeper.connection.timeout.ms"] / 1000)

@@ -58,6 +58,10 @@ KEYS: tuple[Key, ...] = (
         "Principals that may do everything, separated by semicolons (User:admin;User:broker), as Kafka's."),
     Key("allow.everyone.if.no.acl.found", bool, False,
         "With the authorizer: a resource that no ACL matches is open to everyone (one ACL, for anyone, closes it)."),
+    Key("quota.window.num", int, 11, "Client quotas: the samples a rate is measured over (Kafka's default)."),
+    Key("quota.window.size.seconds", float, 1.0, "Client quotas: the length of one sample (Kafka's default)."),
+    Key("quota.max.delay.seconds", float, 30.0,
+        "Client quotas: the longest a connection over quota is muted at once (rill quotas; docs/security.md)."),
     Key("authentication.timeout.ms", int, 10_000,
         "A connection to a TLS or SASL listener must finish its TLS handshake and SASL authentication within this "
         "long, or it is closed."),

@@ -11,6 +11,7 @@ connection. Everything runs on the event-loop thread.
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -25,6 +26,7 @@ from rill.broker.dataplane.topic_creation import DataPlaneTopics
 from rill.broker.replication.leader_reads import LeaderReads
 from rill.broker.replication.replica import Replica
 from rill.broker.replication.replica_manager import ReplicaManager
+from rill.broker.dataplane.connection_quotas import ConnectionQuotas
 from rill.broker.security.request_acls import DataPlaneAcls
 from rill.broker.security.sasl_authenticator import refuse_out_of_order
 from rill.client.errors import (BrokerError, ErrorCode, InvalidFetchSize, InvalidRequest, NotEnoughReplicas,
@@ -59,6 +61,7 @@ class RequestHandlers:
         self.delayed = DelayedFetches(server, self.read)
         self.topics = DataPlaneTopics(server, logs, auto_create, replicas=replicas)
         self.acls = acls  # None: no authorizer (every request allowed, at no cost)
+        self.quotas: ConnectionQuotas | None = None  # client quotas (rill.broker.dataplane.connection_quotas)
         if acls is not None:
             self.topics.may_create = acls.may_create_topic
         self.leader_reads = LeaderReads(replicas, server, max_wait_ms=max_wait_ms) if replicas is not None else None
@@ -85,7 +88,14 @@ class RequestHandlers:
         kind, request = rq.decode_request(body)
         if conn.authenticator is not None:  # a SASL listener's connection, not authenticated yet
             return conn.authenticator.handle(conn, kind, request)  # type: ignore[no-any-return]
-        return self._table[kind](conn, request)
+        quotas = self.quotas
+        if quotas is None or not quotas.active:
+            return self._table[kind](conn, request)
+        started = time.perf_counter()
+        try:
+            return self._table[kind](conn, request)
+        finally:
+            quotas.after_request(conn, kind, len(body), time.perf_counter() - started)
 
     def sasl_out_of_order(self, conn: Connection, req: object) -> Slot:
         """SASL on a listener without it, or after authenticating: IllegalSaslState, then the connection closes."""
@@ -345,6 +355,7 @@ class RequestHandlers:
         if self.acls is not None and not self.acls.cluster_action(conn, "replica_fetch"):
             error = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
         elif self.leader_reads is not None:
+            conn.replica = True  # a broker: client quotas do not apply to replication
             return self.leader_reads.handle(conn, req)
         refused = ReplicaFetchBlock(int(error), -1, -1, NO_EPOCH, NO_EPOCH, NO_EPOCH, memoryview(b""))
         return Slot(replica_fetch_response_parts([(refused, None) for _ in req.partitions]))

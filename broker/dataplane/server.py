@@ -93,6 +93,7 @@ class BrokerServer(EventLoop):
         self._sweep_interval = max(0.05, min(IDLE_CHECK_INTERVAL, self.idle_timeout / 4, self.read_timeout / 4,
                                              self.auth_timeout / 4))
         self._next_idle_check = time.monotonic() + self._sweep_interval
+        self.on_fetched: Callable[[Connection, int], None] | None = None  # client quotas: fetch bytes queued
         self._dirty: set[Connection] = set()
         self._waiting: set[Connection] = set()  # connections whose held frame waits for a future
 
@@ -202,6 +203,7 @@ class BrokerServer(EventLoop):
                 return None
             conn = TlsConnection(wrapped, addr, self.max_request_size, self.memory)
         conn.listener = listener.endpoint.name
+        conn.on_fetched = self.on_fetched
         if listener.authenticator is not None:
             conn.authenticator = listener.authenticator(conn)
             conn.decoder.max_frame_size = min(conn.decoder.max_frame_size, listener.max_unauthenticated_frame)

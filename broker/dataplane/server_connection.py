@@ -109,6 +109,11 @@ class Connection:
         self.setup_deadline: float | None = None
         """When the TLS handshake and SASL authentication must be done by (None: done, or none needed)."""
         self.closing = False  # answered a request that ends the connection: handle nothing more, close once sent
+        self.muted_until = 0.0
+        """Over a client quota: not read until then (monotonic seconds; 0: not muted; connection_quotas)."""
+        self.replica = False  # a broker's replica fetches come in here: no client quota applies
+        self.on_fetched: Callable[[Connection, int], None] | None = None
+        """Told the message bytes of each fetch response queued (client quotas; None: not counted)."""
 
     # ---------------------------------------------------------------- reading
 
@@ -168,7 +173,8 @@ class Connection:
 
         Stops at a frame whose handler raises :class:`Deferred` (see :meth:`resume`).
         """
-        while self.waiting_for is None and len(self.pending) < MAX_PENDING_SLOTS and not self.closing:
+        while (self.waiting_for is None and len(self.pending) < MAX_PENDING_SLOTS and not self.closing
+               and not self.muted_until):
             frame: memoryview | None = self.held
             reserved = self.held_reserved
             if frame is None:
@@ -207,7 +213,7 @@ class Connection:
     def accepting_requests(self) -> bool:
         """Whether to read and handle more: no held frame, room for responses, request memory granted."""
         return (self.waiting_for is None and len(self.pending) < MAX_PENDING_SLOTS
-                and not self.decoder.waiting_for_memory and not self.closing)
+                and not self.decoder.waiting_for_memory and not self.closing and not self.muted_until)
 
     def idle(self) -> bool:
         """Nothing in flight: no response owed, no frame held or half received."""
@@ -243,6 +249,7 @@ class Connection:
     def _take_ready(self) -> bool:
         """Move ready head slots into the output, joining adjacent bytes into one send."""
         chunk: list[bytes] = []
+        fetched = 0
         while self.pending and self.pending[0].parts is not None:
             for part in self.pending.popleft().parts or ():
                 if isinstance(part, (bytes, bytearray)):
@@ -253,8 +260,11 @@ class Connection:
                     chunk = []
                 if part.length:
                     self._out.append(part)
+                    fetched += part.length
         if chunk:
             self._out.append(b"".join(chunk))
+        if fetched and self.on_fetched is not None:
+            self.on_fetched(self, fetched)
         return bool(self._out)
 
     def _send_bytes(self, data: bytes) -> int | None:

@@ -41,6 +41,8 @@ from rill.client.security.acl_store_file import FileAclStore
 from rill.client.security.acl_store_zk import ZkAclStore
 from rill.client.security.acls import Operation, ResourceType
 from rill.broker.security.authorizer import Authorizer, parse_super_users
+from rill.broker.security.quota_manager import QuotaManager, QuotaSettings
+from rill.broker.security.rate_windows import WindowSettings
 from rill.coordinator.grpc_auth import CallAuthenticator, ServerSecurity
 
 __all__ = ["BrokerSecurity", "SECURITY_DIR"]
@@ -77,6 +79,13 @@ class BrokerSecurity:
         self.configs: EntityConfigs | None = None
         self.credentials: CredentialStore | None = None
         self.acls: AclStore | None = None
+        try:
+            self.quotas = QuotaManager(QuotaSettings(
+                WindowSettings(config["quota.window.num"], config["quota.window.size.seconds"]),
+                config["quota.max.delay.seconds"]))
+        except ValueError as exc:
+            raise ConfigError(f"quota.window.num, quota.window.size.seconds, quota.max.delay.seconds: {exc}") from exc
+        """Client quotas, from the entity configs (rill.broker.dataplane.connection_quotas enforces them)."""
         self.authorizer: Authorizer | None = None
         """The ACLs' authorizer with ``authorizer.enable`` (None: every request is allowed, as without Kafka's)."""
         self._mock_secret = b""
@@ -169,10 +178,12 @@ class BrokerSecurity:
     # ---------------------------------------------------------------- stores
 
     def use_data_dir(self, log_dir: str) -> None:
-        """A single broker: users in ``<log.dir>/.security`` (created, owner-only)."""
+        """A single broker: users, quotas and ACLs in ``<log.dir>/.security`` (owner-only)."""
+        self._attach(FileEntityConfigs(log_dir), FileAclStore(log_dir))
+        if not self.sasl:
+            return  # no SCRAM exchange: no fake salts to keep
         directory = os.path.join(log_dir, SECURITY_DIR)
         os.makedirs(directory, mode=0o700, exist_ok=True)
-        self._attach(FileEntityConfigs(log_dir), FileAclStore(log_dir))
         path = os.path.join(directory, MOCK_SECRET_FILE)
         try:
             with open(path, "rb") as f:
@@ -205,6 +216,7 @@ class BrokerSecurity:
         self.configs = configs
         self.credentials = CredentialStore(configs)
         self.acls = acls
+        self.quotas.follow(configs)
         if self.config["authorizer.enable"]:
             self.authorizer = Authorizer(acls, parse_super_users(self.config["super.users"]),
                                          self.config["allow.everyone.if.no.acl.found"])

@@ -214,6 +214,11 @@ class QuotaManager:
                 return
             self.set_entity(entity, config)
 
+    @property
+    def configured(self) -> bool:
+        """Whether any quota is set anywhere (else every record_* returns 0 at once)."""
+        return any(self._config.configured)
+
     # ---------------------------------------------------------------- accounting
 
     def record_produce(self, user: str, client_id: str, nbytes: int, now: float) -> float:
