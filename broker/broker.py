@@ -81,10 +81,11 @@ class Broker:
             broker_id=config["broker.id"], max_wait_ms=config["replica.fetch.wait.max.ms"],
             min_bytes=config["replica.fetch.min.bytes"], max_bytes=config["replica.fetch.max.bytes"],
             backoff_ms=config["replica.fetch.backoff.ms"], socket_timeout_ms=config["replica.socket.timeout.ms"]),
-            self.throttle)
+            self.throttle, self.security.inter_broker_client())
         self.replicas = ReplicaManager(config["broker.id"], self.logs, self.server, self.fetchers, None,
                                        lag_max_ms=config["replica.lag.time.max.ms"],
                                        min_insync=config["min.insync.replicas"])
+        self.replicas.inter_broker_listener = self.security.inter_broker
         self.cluster.replicated = self.replicas
         self.healer = ReplicaHealer(lambda key: self.replicas.replicas.get(key))  # corrupt replica data, from the ISR
         self.logs.on_corruption.append(self.healer.corruption_found)

@@ -51,6 +51,15 @@ KEYS: tuple[Key, ...] = (
         "SASL listeners: the mechanisms offered (PLAIN checks the password against the user's SCRAM credential)."),
     Key("sasl.server.max.receive.size", int, 524_288,
         "Largest request accepted from a client that has not authenticated yet on a SASL listener."),
+    Key("security.inter.broker.protocol", str, "PLAINTEXT",
+        "The listener replicas fetch from their leaders on (one of listeners'): SSL presents this broker's "
+        "ssl.certfile as a client certificate; SASL_* authenticate as inter.broker.sasl.username. With the "
+        "authorizer, that principal needs ClusterAction on the cluster (or super.users).",
+        choices=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")),
+    Key("inter.broker.sasl.mechanism", str, "SCRAM-SHA-256", "SASL mechanism of replica fetches (SASL_* inter-broker).",
+        choices=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")),
+    Key("inter.broker.sasl.username", str, "", "The user brokers authenticate as to each other (SASL_* inter-broker)."),
+    Key("inter.broker.sasl.password", str, "", "That user's password."),
     Key("authorizer.enable", bool, False,
         "Check every request and RPC against the ACLs (Kafka's authorizer.class.name set to its AclAuthorizer); "
         "ACLs live in <log.dir>/.security or, in a cluster, ZooKeeper (rill acls)."),

@@ -44,6 +44,7 @@ from rill.broker.replication.heal_cut import make_pending_cut
 from rill.broker.replication.replica import Replica
 from rill.broker.replication.replication_throttle import ReplicationThrottle
 from rill.client.blocking_connection import DEFAULT_MAX_RESPONSE_SIZE, BrokerConnection
+from rill.client.security.client_security import ClientSecurity
 from rill.client.errors import ConnectionClosed, ErrorCode, error_for_code
 from rill.client.protocol.framing import DecodeError
 from rill.client.protocol.replica_fetch import (ReplicaFetchBlock, ReplicaFetchPartition, ReplicaFetchRequest,
@@ -162,9 +163,10 @@ class ReplicaFetcherThread(threading.Thread):
     """
 
     def __init__(self, leader: Address, settings: FetcherSettings, label: str,
-                 throttle: ReplicationThrottle | None = None) -> None:
+                 throttle: ReplicationThrottle | None = None, security: ClientSecurity | None = None) -> None:
         super().__init__(name=f"rill-replica-fetcher-{label}", daemon=True)
         self.leader = leader
+        self._security = security
         self._settings = settings
         self._throttle = throttle
         self._leader_name = f"{leader[0]}:{leader[1]}"
@@ -318,7 +320,8 @@ class ReplicaFetcherThread(threading.Thread):
         """Send ``frame`` and decode the answer: its blocks, one per position; None after a failure (handled)."""
         try:
             if self._connection is None:
-                self._connection = BrokerConnection(*self.leader, timeout=self._settings.socket_timeout_ms / 1000)
+                self._connection = BrokerConnection(*self.leader, timeout=self._settings.socket_timeout_ms / 1000,
+                                                    security=self._security)
             error, blocks = decode_replica_fetch_response(self._connection.request(frame))
         except (ConnectionClosed, DecodeError) as exc:
             self._connection_failed(str(exc))

@@ -41,6 +41,7 @@ import structlog
 from rill.broker.replication.fetcher_thread import FetcherSettings, FollowerStatus, ReplicaFetcherThread
 from rill.broker.replication.replica import Replica
 from rill.broker.replication.replication_throttle import ReplicationThrottle
+from rill.client.security.client_security import ClientSecurity
 from rill.client.structs import Address, TopicPartition
 
 __all__ = ["FetcherSettings", "FollowerStatus", "ReplicaFetchers", "ReplicaFetcherThread"]
@@ -51,8 +52,10 @@ _logger = structlog.get_logger(__name__)
 class ReplicaFetchers:
     """The replica fetcher threads of one broker, one per leader address (module docstring)."""
 
-    def __init__(self, settings: FetcherSettings, throttle: ReplicationThrottle | None = None) -> None:
+    def __init__(self, settings: FetcherSettings, throttle: ReplicationThrottle | None = None,
+                 security: ClientSecurity | None = None) -> None:
         self.settings = settings
+        self.security = security  # how fetchers connect to leaders (security.inter.broker.protocol)
         self.throttle = throttle  # the replication throttle on replicas being added (shared by every thread)
         self._lock = threading.Lock()
         self._threads: dict[Address, ReplicaFetcherThread] = {}
@@ -79,7 +82,8 @@ class ReplicaFetchers:
             thread = self._threads.get(leader)
             if thread is None:
                 label = str(replica.leader_id) if replica.leader_id >= 0 else f"{leader[0]}:{leader[1]}"
-                thread = self._threads[leader] = ReplicaFetcherThread(leader, self.settings, label, self.throttle)
+                thread = self._threads[leader] = ReplicaFetcherThread(leader, self.settings, label, self.throttle,
+                                                                      self.security)
                 thread.start()
             replaced = thread.add_partition(replica)
             self._leaders[key] = leader

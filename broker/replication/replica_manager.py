@@ -106,6 +106,7 @@ class ReplicaManager:
         """Called on the loop after a LeaderAndIsr named a replicated partition not known before (groups rebalance)."""
         self._committed: dict[Key, FlushWaiters] = {}
         self._stopping = False  # in a controlled shutdown: follow no leader any more
+        self.inter_broker_listener: str | None = None  # security.inter.broker.protocol (None: the registered port)
         self.registry: RegistryView | None = None
         """ZooKeeper's registry (set by the broker in a cluster): names of replicated topics before the controller speaks."""
         self._shrink_timer = loop.call_later(self.lag_max_ms / 2000, self._check_isr)
@@ -233,7 +234,16 @@ class ReplicaManager:
         if leader is None:
             log.warning("replica.leader_unknown", topic=replica.topic, partition=replica.partition, leader=role.leader)
             return
-        self.fetchers.add(replica, (leader.host, leader.port))
+        self.fetchers.add(replica, self._fetch_address(role.leader, leader))
+
+    def _fetch_address(self, leader_id: int, leader: rq.BrokerInfo) -> tuple[str, int]:
+        """Where to fetch from ``leader``: its address on the inter-broker listener
+        (``security.inter.broker.protocol``), as its registration in ZooKeeper says."""
+        registration = self.registry.snapshot.brokers.get(leader_id) if self.registry is not None else None
+        if registration is None or self.inter_broker_listener is None:
+            return leader.host, leader.port
+        host, port, _ = registration.address_for(self.inter_broker_listener)
+        return host, port
 
     def _remove(self, role: PartitionRole) -> None:
         """Stop holding a replica the controller moved away (reassignment): it leads and follows no more, and

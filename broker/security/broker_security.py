@@ -28,7 +28,7 @@ from rill.broker.security.listeners import Endpoint, SecurityProtocol, advertise
 from rill.broker.security.sasl_authenticator import SaslAuthenticator
 from rill.broker.security.tls_contexts import server_context
 from rill.client.client_config import ConfigError
-from rill.client.security.client_security import SASL_MECHANISMS
+from rill.client.security.client_security import SASL_MECHANISMS, ClientSecurity, from_settings
 from rill.client.security.entity_configs import EntityConfigs
 from rill.client.security.entity_configs_file import DIRECTORY, FileEntityConfigs
 from rill.client.security.entity_configs_zk import ZkEntityConfigs
@@ -76,6 +76,13 @@ class BrokerSecurity:
             self.tls = server_context(config["ssl.certfile"], config["ssl.keyfile"], config["ssl.cafile"],
                                       config["ssl.client.auth"])
         self.sasl = any(e.protocol.sasl for e in self.endpoints)
+        self.inter_broker = config["security.inter.broker.protocol"]
+        if self.inter_broker not in {e.name for e in self.endpoints}:
+            raise ConfigError(f"security.inter.broker.protocol is {self.inter_broker}, which listeners does not have "
+                              f"(it has {', '.join(e.name for e in self.endpoints)})")
+        if self.inter_broker.startswith("SASL_") and not config["inter.broker.sasl.username"]:
+            raise ConfigError(f"security.inter.broker.protocol {self.inter_broker} needs inter.broker.sasl.username "
+                              "and inter.broker.sasl.password")
         self.configs: EntityConfigs | None = None
         self.credentials: CredentialStore | None = None
         self.acls: AclStore | None = None
@@ -168,6 +175,15 @@ class BrokerSecurity:
     def check_password(self, user: str, password: str) -> bool:
         """Whether ``password`` is ``user``'s (its SCRAM-SHA-256 credential), for gRPC calls' credentials."""
         return self.passwords.verify(user, password, self._lookup(user, "SCRAM-SHA-256"))
+
+    def inter_broker_client(self) -> ClientSecurity | None:
+        """How this broker's replica fetchers connect to leaders (None: plaintext, as ANONYMOUS)."""
+        c = self.config
+        return from_settings({
+            "security.protocol": self.inter_broker, "ssl.cafile": c["ssl.cafile"], "ssl.certfile": c["ssl.certfile"],
+            "ssl.keyfile": c["ssl.keyfile"], "sasl.mechanism": c["inter.broker.sasl.mechanism"],
+            "sasl.plain.username": c["inter.broker.sasl.username"],
+            "sasl.plain.password": c["inter.broker.sasl.password"]})
 
     @staticmethod
     def registered(bound: list[Listener]) -> Listener:
