@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 
 import structlog
 
-from rill.client.errors import AuthenticationFailed, ConnectionClosed, RillError
+from rill.client.errors import AuthenticationFailed, ConnectionClosed, ErrorCode, RillError, TopicAuthorizationFailed
 from rill.client.protocol import requests as rq
 from rill.client.security.client_security import ClientSecurity
 from rill.client.simple import SimpleConsumer
@@ -31,6 +31,7 @@ class ClusterMetadata:
         self.security = security
         self.brokers: dict[int, rq.BrokerInfo] = {}
         self.topics: dict[str, rq.TopicMetadata] = {}
+        self.refused: dict[str, int] = {}  # topics the brokers' ACLs refuse this client, with the error
 
     def addresses(self) -> list[tuple[str, int]]:
         """Addresses to try: the known brokers (shuffled), then the bootstrap addresses not among them."""
@@ -71,12 +72,23 @@ class ClusterMetadata:
         for t in meta.topics:
             if t.error == 0:
                 self.topics[t.topic] = t
+                self.refused.pop(t.topic, None)
             else:
                 self.topics.pop(t.topic, None)
+                if t.error == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
+                    self.refused[t.topic] = t.error
+                else:
+                    self.refused.pop(t.topic, None)
 
     def partitions(self, topic: str) -> int | None:
-        """Partition count, or None when the topic is not known (yet)."""
+        """Partition count, or None when the topic is not known (yet).
+
+        Raises:
+            TopicAuthorizationFailed: the brokers' ACLs refuse this client the topic (Describe).
+        """
         t = self.topics.get(topic)
+        if t is None and topic in self.refused:
+            raise TopicAuthorizationFailed(f"not authorized to access topic {topic!r} (ACLs: Describe)")
         return t.partitions if t is not None else None
 
     def leader(self, topic: str, partition: int) -> rq.BrokerInfo | None:
