@@ -186,3 +186,26 @@ def test_the_cli_takes_credentials_from_command_config(broker: RunningBroker, ce
     assert sorted(capsysbinary.readouterr().out.split()) == [b"one", b"two"]
     assert rill(["topics", "list", "-b", address, "--command-config", str(bad)]) == 1
     assert b"authentication" in capsysbinary.readouterr().err
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256"])
+def test_garbage_tokens_are_refused_cleanly(broker: RunningBroker, certs: Certs, mechanism: str) -> None:
+    import random
+
+    rng = random.Random(16)
+    port = broker.listener_port("SASL_PLAINTEXT")
+    for _ in range(20):
+        token = rng.randbytes(rng.randrange(0, 300))
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+            sock.sendall(sasl.encode_sasl_handshake(mechanism) + sasl.encode_sasl_authenticate(token))
+            data = b""
+            while True:  # two answers, then the broker closes the connection
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+        handshake_size = int.from_bytes(data[:4], "big")
+        answer = data[4 + handshake_size:]
+        assert int.from_bytes(answer[4:6], "big", signed=True) == ErrorCode.SASL_AUTHENTICATION_FAILED
+    with consumer(broker, client_settings(broker, certs, "SCRAM-SHA-256", "alice", "alice-secret")) as c:
+        c.metadata([])  # the broker is unaffected
