@@ -37,7 +37,8 @@ from typing import Protocol
 
 from rill.broker.dataplane.server_connection import Connection, Deferred, Slot
 from rill.broker.dataplane.storage import Loop, PartitionStore
-from rill.client.errors import BrokerError, LeaderNotAvailable, StorageError, TopicAuthorizationFailed
+from rill.client.errors import (BrokerError, LeaderNotAvailable, PartitionLimitReached, StorageError,
+                                TopicAuthorizationFailed)
 from rill.client.protocol import requests as rq
 from rill.client.topic_names import is_valid_topic, is_internal_topic, refuse_internal
 
@@ -99,6 +100,9 @@ class DataPlaneTopics:
         self.replicated_creation: ReplicatedCreation | None = None
         self.may_create: Callable[[Connection, str], bool] | None = None
         """With the authorizer: whether a connection may create a topic (Create on the cluster or the topic)."""
+        self.reserve_partitions: Callable[[str, int], str | None] | None = None
+        """The partition cap (partitions_created_max): counts a principal's new partitions, or says why not."""
+        self.auto_partitions = 1  # how many partitions an auto-created topic gets (num.partitions)
 
     def _leaders_known(self, topic: str) -> bool:
         """Whether the controller has told this broker the leaders of replicated ``topic``."""
@@ -115,6 +119,10 @@ class DataPlaneTopics:
         """Answer CREATE_TOPIC: at once for an error or an existing topic, else once it is published."""
         try:
             refuse_internal(req.topic)
+            if self.reserve_partitions is not None and req.topic not in self.logs.topics():
+                refusal = self.reserve_partitions(conn.principal, req.partitions)
+                if refusal is not None:
+                    raise PartitionLimitReached(refusal)
             creation = self._replicating(req.topic)
             future = (creation.create_async(req.topic, req.partitions) if creation is not None
                       else self.logs.create_topic_async(req.topic, req.partitions))
@@ -182,6 +190,9 @@ class DataPlaneTopics:
             return _no_leader_yet(topic) if clustered and not self._leaders_known(topic) else None
         if self.may_create is not None and not self.may_create(conn, topic):
             return TopicAuthorizationFailed(f"{conn.principal} may not Create topic {topic!r}")
+        refusal = self.reserve_partitions(conn.principal, self.auto_partitions) if self.reserve_partitions else None
+        if refusal is not None:
+            return PartitionLimitReached(refusal)
         creation = self._replicating(topic)
         try:
             future = creation.ensure_async(topic) if creation is not None else self.logs.ensure_topic_async(topic)

@@ -41,6 +41,7 @@ from rill.client.security.acl_store_file import FileAclStore
 from rill.client.security.acl_store_zk import ZkAclStore
 from rill.client.security.acls import Operation, ResourceType
 from rill.broker.security.authorizer import Authorizer, parse_super_users
+from rill.broker.security.partition_cap import PartitionCap
 from rill.broker.security.quota_manager import QuotaManager, QuotaSettings
 from rill.broker.security.rate_windows import WindowSettings
 from rill.coordinator.grpc_auth import CallAuthenticator, ServerSecurity
@@ -77,10 +78,11 @@ class BrokerSecurity:
                                       config["ssl.client.auth"])
         self.sasl = any(e.protocol.sasl for e in self.endpoints)
         self.inter_broker = config["security.inter.broker.protocol"]
-        if self.inter_broker not in {e.name for e in self.endpoints}:
+        if config["zookeeper.connect"] and self.inter_broker not in {e.name for e in self.endpoints}:
             raise ConfigError(f"security.inter.broker.protocol is {self.inter_broker}, which listeners does not have "
                               f"(it has {', '.join(e.name for e in self.endpoints)})")
-        if self.inter_broker.startswith("SASL_") and not config["inter.broker.sasl.username"]:
+        if (config["zookeeper.connect"] and self.inter_broker.startswith("SASL_")
+                and not config["inter.broker.sasl.username"]):
             raise ConfigError(f"security.inter.broker.protocol {self.inter_broker} needs inter.broker.sasl.username "
                               "and inter.broker.sasl.password")
         self.configs: EntityConfigs | None = None
@@ -93,6 +95,7 @@ class BrokerSecurity:
         except ValueError as exc:
             raise ConfigError(f"quota.window.num, quota.window.size.seconds, quota.max.delay.seconds: {exc}") from exc
         """Client quotas, from the entity configs (rill.broker.dataplane.connection_quotas enforces them)."""
+        self.partition_cap = PartitionCap(self.quotas, lambda: self.configs)
         self.authorizer: Authorizer | None = None
         """The ACLs' authorizer with ``authorizer.enable`` (None: every request is allowed, as without Kafka's)."""
         self._mock_secret = b""
@@ -177,8 +180,11 @@ class BrokerSecurity:
         return self.passwords.verify(user, password, self._lookup(user, "SCRAM-SHA-256"))
 
     def inter_broker_client(self) -> ClientSecurity | None:
-        """How this broker's replica fetchers connect to leaders (None: plaintext, as ANONYMOUS)."""
+        """How this broker's replica fetchers connect to leaders (None: plaintext, as ANONYMOUS; a single
+        broker has no replica fetchers)."""
         c = self.config
+        if not c["zookeeper.connect"]:
+            return None
         return from_settings({
             "security.protocol": self.inter_broker, "ssl.cafile": c["ssl.cafile"], "ssl.certfile": c["ssl.certfile"],
             "ssl.keyfile": c["ssl.keyfile"], "sasl.mechanism": c["inter.broker.sasl.mechanism"],
@@ -248,6 +254,7 @@ class BrokerSecurity:
         return authorizer is not None and authorizer.authorize(principal, host, operation, resource_type, name)
 
     def close(self) -> None:
+        self.partition_cap.close()
         if self.configs is not None:
             self.configs.close()
             self.configs = None

@@ -35,8 +35,8 @@ from typing import TYPE_CHECKING
 from rill.client.cli.common import EXIT_USAGE, CliError, info
 from rill.client.security.entity_configs import (CLIENTS, DEFAULT, USERS, EntityConfigError, entity_path,
                                                  parse_entity)
-from rill.client.security.quota_keys import (CONSUMER_BYTE_RATE, PARTITIONS_CREATED_MAX, PRODUCER_BYTE_RATE,
-                                             QUOTA_KEYS, REQUEST_PERCENTAGE, QuotaValueError, format_quota,
+from rill.client.security.quota_keys import (CONSUMER_BYTE_RATE, PARTITIONS_CREATED, PARTITIONS_CREATED_MAX,
+                                             PRODUCER_BYTE_RATE, QUOTA_KEYS, REQUEST_PERCENTAGE, QuotaValueError, format_quota,
                                              parse_quota, quota_key)
 
 if TYPE_CHECKING:
@@ -71,8 +71,10 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     for flag, name, metavar in SET_FLAGS:
         key = quota_key(name)
         setter.add_argument(flag, dest=name, metavar=metavar, help=f"{name}: {key.doc}")
-    setter.add_argument("--delete", metavar="KEY", nargs="+", action="extend", default=[], choices=KEY_NAMES,
-                        help=f"quota keys to delete ({', '.join(KEY_NAMES)})")
+    setter.add_argument("--delete", metavar="KEY", nargs="+", action="extend", default=[],
+                        choices=(*KEY_NAMES, PARTITIONS_CREATED),
+                        help=f"quota keys to delete ({', '.join(KEY_NAMES)}), or {PARTITIONS_CREATED} to reset the "
+                             "count of partitions the user has created")
     _add_store_arguments(setter)
     setter.set_defaults(run=run_set)
     listing = actions.add_parser("list", help="every entity with a quota, and its quotas")

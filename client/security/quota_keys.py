@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from rill.client.errors import RillError
 
 __all__ = [
-    "CONSUMER_BYTE_RATE", "PARTITIONS_CREATED_MAX", "PRODUCER_BYTE_RATE", "QUOTA_KEYS", "RATE_KEYS",
+    "CONSUMER_BYTE_RATE", "PARTITIONS_CREATED", "PARTITIONS_CREATED_MAX", "PRODUCER_BYTE_RATE", "QUOTA_KEYS", "RATE_KEYS",
     "REQUEST_PERCENTAGE", "QuotaKey", "QuotaValueError", "format_quota", "parse_quota", "quota_key", "quotas_of",
 ]
 
@@ -41,6 +41,9 @@ PRODUCER_BYTE_RATE = "producer_byte_rate"
 CONSUMER_BYTE_RATE = "consumer_byte_rate"
 REQUEST_PERCENTAGE = "request_percentage"
 PARTITIONS_CREATED_MAX = "partitions_created_max"
+PARTITIONS_CREATED = "partitions_created"
+"""Not a quota: the count of partitions a user has created, which partitions_created_max is checked
+against (kept by the brokers in the user's entity; deleting it resets the count)."""
 
 
 class QuotaValueError(RillError, ValueError):
