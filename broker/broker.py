@@ -86,6 +86,8 @@ class Broker:
                                        lag_max_ms=config["replica.lag.time.max.ms"],
                                        min_insync=config["min.insync.replicas"])
         self.replicas.inter_broker_listener = self.security.inter_broker
+        self.cluster.peer_listener = self.security.inter_broker
+        self.cluster.peer_security = self.fetchers.security
         self.cluster.replicated = self.replicas
         self.healer = ReplicaHealer(lambda key: self.replicas.replicas.get(key))  # corrupt replica data, from the ISR
         self.logs.on_corruption.append(self.healer.corruption_found)

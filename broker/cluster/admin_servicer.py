@@ -30,7 +30,7 @@ ZooKeeper session and registry are set once, before or while requests arrive.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import grpc
@@ -333,7 +333,7 @@ class AdminServicer(apb_grpc.AdminServicer):
             if row.leader != rq.NO_LEADER:
                 by_leader.setdefault(row.leader, []).append(row)
         for leader, rows in by_leader.items():
-            _ask_offsets(alive[leader], topic, rows)
+            _ask_offsets(self.cluster.peer_client, alive[leader], topic, rows)
 
     # ---------------------------------------------------------------- cluster
 
@@ -393,10 +393,11 @@ class AdminServicer(apb_grpc.AdminServicer):
                                 lag_bytes=max(0, end - position), lag_seconds=round(seconds, 3), owner=owner)
 
 
-def _ask_offsets(leader: rq.BrokerInfo, topic: str, rows: list[apb.PartitionDescription]) -> None:
+def _ask_offsets(peer_client: Callable[[rq.BrokerInfo, float], SimpleConsumer], leader: rq.BrokerInfo, topic: str,
+                 rows: list[apb.PartitionDescription]) -> None:
     """Fill ``rows``' offsets from ``leader`` (OFFSETS earliest and latest); a row it cannot answer keeps -1."""
     try:
-        with SimpleConsumer(leader.host, leader.port, timeout=REMOTE_TIMEOUT_S) as client:
+        with peer_client(leader, REMOTE_TIMEOUT_S) as client:
             for row in rows:
                 try:
                     row.start_offset = client.earliest_offset(topic, row.partition)

@@ -19,6 +19,8 @@ from typing import Protocol
 
 from rill.broker.log.manager import LogManager
 from rill.client.protocol import requests as rq
+from rill.client.security.client_security import ClientSecurity
+from rill.client.simple import SimpleConsumer
 from rill.client.zookeeper.registry import ClusterSnapshot, RegistryView
 
 
@@ -55,6 +57,17 @@ class ClusterView:
         """Where replicated topics' partitions are led (the replica manager, told by the controller)."""
         self.endpoints: dict[str, tuple[str, int, int]] = {}
         """This broker's advertised (host, data port, gRPC port) per listener name."""
+        self.peer_listener: str | None = None  # security.inter.broker.protocol: how this broker reaches the others
+        self.peer_security: ClientSecurity | None = None
+
+    def peer_client(self, broker: rq.BrokerInfo, timeout: float) -> SimpleConsumer:
+        """A client of another broker's data plane (offsets, time indexes for Admin answers), on the
+        inter-broker listener with this broker's own credentials, as its replica fetchers connect."""
+        host, port = broker.host, broker.port
+        registration = self.registry.snapshot.brokers.get(broker.broker_id) if self.registry is not None else None
+        if registration is not None and self.peer_listener is not None:
+            host, port, _ = registration.address_for(self.peer_listener)
+        return SimpleConsumer(host, port, timeout=timeout, security=self.peer_security)
 
     def identity_for(self, listener: str) -> rq.BrokerInfo:
         """This broker as METADATA describes it to a client of ``listener``."""

@@ -125,13 +125,19 @@ class LogCatalog:
             raise KeyError(f"{topic}-{partition}") from exc
         return point(plog.start_offset, plog.end_offset, plog.append_time_ms)
 
+    def _client(self, leader: rq.BrokerInfo) -> SimpleConsumer:
+        """A client of ``leader`` (on the inter-broker listener, as this broker, in a cluster)."""
+        if self.cluster is not None:
+            return self.cluster.peer_client(leader, REMOTE_TIMEOUT_S)
+        return SimpleConsumer(leader.host, leader.port, timeout=REMOTE_TIMEOUT_S)
+
     def _ask(self, where: _Where, topic: str, call: Callable[[SimpleConsumer, int], T]) -> T:
         """``call(client, its partition number)`` on the partition's leader; KeyError when it cannot answer."""
         leader, number = where.leader, where.number
         if leader is None:
             raise KeyError(f"{topic}: the broker holding this partition is not alive")
         try:
-            with SimpleConsumer(leader.host, leader.port, timeout=REMOTE_TIMEOUT_S) as client:
+            with self._client(leader) as client:
                 return call(client, number)
         except (ConnectionClosed, OSError, RillError) as exc:
             raise KeyError(f"{topic}: broker {leader.broker_id} at {leader.host}:{leader.port} did not answer: "
