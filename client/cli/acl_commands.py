@@ -38,10 +38,10 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import TextIO, TypeVar
 
-from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
+from rill.client.cli.security_stores import add_store_arguments, zookeeper
 from rill.client.cli.common import EXIT_USAGE, CliError, info, positive_float
 from rill.client.security.acl_store import AclStore
 from rill.client.security.acl_store_file import FileAclStore
@@ -95,9 +95,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 def _common_arguments(parser: argparse.ArgumentParser, pattern_types: tuple[str, ...], default: str,
                       entry_flags: bool = True) -> None:
-    where = parser.add_mutually_exclusive_group(required=True)
-    where.add_argument("--data-dir", metavar="DIR", help="a single broker's log.dir (ACLs in DIR/.security)")
-    where.add_argument("--zookeeper", metavar="HOST:PORT[/chroot]", help="a cluster's ZooKeeper")
+    add_store_arguments(parser, "ACLs")
     parser.add_argument("--timeout", type=positive_float, default=10.0, metavar="SECONDS",
                         help="how long to wait for ZooKeeper (default: 10)")
     parser.add_argument("--topic", action="append", default=[], help="a topic, prefix or * (repeatable)")
@@ -296,16 +294,11 @@ def _store(args: argparse.Namespace) -> Iterator[AclStore]:
         with _closing(store), _translated(f"ACL file in {args.data_dir}"):
             yield store
         return
-    zk = KazooClient(hosts=args.zookeeper, timeout=args.timeout)
-    try:
+    with zookeeper(args.zookeeper, args.timeout) as zk:
         with _translated(f"ZooKeeper {args.zookeeper}"):
-            zk.start(timeout=args.timeout)
             store = ZkAclStore(zk, watch=False)
         with _closing(store), _translated(f"ZooKeeper {args.zookeeper}"):
             yield store
-    finally:
-        zk.stop()
-        zk.close()
 
 
 @contextmanager

@@ -27,12 +27,10 @@ Bad values are refused before anything is written (``rill: error: quota ...``, e
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rill.client.cli.common import EXIT_USAGE, CliError, info
+from rill.client.cli.security_stores import add_store_arguments, entity_configs
 from rill.client.security.entity_configs import (CLIENTS, DEFAULT, USERS, EntityConfigError, entity_path,
                                                  parse_entity)
 from rill.client.security.quota_keys import (CONSUMER_BYTE_RATE, PARTITIONS_CREATED, PARTITIONS_CREATED_MAX,
@@ -44,7 +42,6 @@ if TYPE_CHECKING:
 
 __all__ = ["add_parser"]
 
-ZK_TIMEOUT_S = 10.0
 UNSET = "-"
 KEY_NAMES = tuple(key.name for key in QUOTA_KEYS)
 # (flag, quota key, metavar) of the set action
@@ -75,58 +72,13 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
                         choices=(*KEY_NAMES, PARTITIONS_CREATED),
                         help=f"quota keys to delete ({', '.join(KEY_NAMES)}), or {PARTITIONS_CREATED} to reset the "
                              "count of partitions the user has created")
-    _add_store_arguments(setter)
+    add_store_arguments(setter, "quotas")
     setter.set_defaults(run=run_set)
     listing = actions.add_parser("list", help="every entity with a quota, and its quotas")
     listing.add_argument("--user", metavar="U", help="only entities of this user (<default>: the default)")
     listing.add_argument("--client-id", metavar="C", help="only entities of this client id (<default>: the default)")
-    _add_store_arguments(listing)
+    add_store_arguments(listing, "quotas")
     listing.set_defaults(run=run_list)
-
-
-def _add_store_arguments(parser: argparse.ArgumentParser) -> None:
-    store = parser.add_mutually_exclusive_group(required=True)
-    store.add_argument("--data-dir", metavar="DIR", help="a single broker's log.dir (the entity file in it)")
-    store.add_argument("--zookeeper", metavar="HOST:PORT[/chroot]", help="a cluster's ZooKeeper")
-
-
-@contextmanager
-def _store(args: argparse.Namespace) -> Iterator[EntityConfigs]:
-    """The entity-config store the flags name, closed afterwards; store errors become CliError."""
-    try:
-        if args.data_dir is not None:
-            from rill.client.security.entity_configs_file import FileEntityConfigs
-
-            if not Path(args.data_dir).is_dir():
-                raise CliError(f"data directory {args.data_dir} does not exist (give the broker's log.dir)")
-            with FileEntityConfigs(args.data_dir) as configs:
-                yield configs
-        else:
-            with _zookeeper(args.zookeeper) as configs:
-                yield configs
-    except EntityConfigError as exc:
-        raise CliError(str(exc)) from None
-
-
-@contextmanager
-def _zookeeper(connect: str) -> Iterator[EntityConfigs]:
-    from kazoo.client import KazooClient
-    from kazoo.exceptions import KazooException
-    from kazoo.handlers.threading import KazooTimeoutError
-
-    from rill.client.security.entity_configs_zk import ZkEntityConfigs
-
-    zk = KazooClient(hosts=connect, timeout=ZK_TIMEOUT_S)
-    try:
-        try:
-            zk.start(timeout=ZK_TIMEOUT_S)
-        except (KazooException, KazooTimeoutError, ValueError) as exc:
-            raise CliError(f"cannot connect to ZooKeeper at {connect}: {exc}") from None
-        with ZkEntityConfigs(zk) as configs:
-            yield configs
-    finally:
-        zk.stop()
-        zk.close()
 
 
 def _entity(args: argparse.Namespace) -> str:
@@ -181,7 +133,7 @@ def _describe(config: dict[str, str]) -> str:
 def run_set(args: argparse.Namespace) -> int:
     entity = _entity(args)
     values, delete = _changes(args, entity)
-    with _store(args) as store:
+    with entity_configs(args) as store:
         store.alter(entity, set=values, delete=delete)
         config = store.get(entity)
     print(f"Completed updating quotas of {entity}: {_describe(config)}.")
@@ -199,7 +151,7 @@ def _entity_paths(store: EntityConfigs) -> list[str]:
 
 def run_list(args: argparse.Namespace) -> int:
     rows: list[tuple[str, dict[str, str]]] = []
-    with _store(args) as store:
+    with entity_configs(args) as store:
         for entity in sorted(_entity_paths(store)):
             user, client = parse_entity(entity)
             if args.user not in (None, user) or args.client_id not in (None, client):

@@ -25,24 +25,15 @@ from __future__ import annotations
 import argparse
 import getpass
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
-
-from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException
-from kazoo.handlers.threading import KazooTimeoutError
 
 from rill.client.cli.common import CliError, info, positive_int
-from rill.client.security.entity_configs import DEFAULT, EntityConfigError, EntityConfigs, validate_name
-from rill.client.security.entity_configs_file import FileEntityConfigs
-from rill.client.security.entity_configs_zk import ZkEntityConfigs
+from rill.client.cli.security_stores import add_store_arguments, entity_configs
+from rill.client.security.entity_configs import DEFAULT, EntityConfigError, validate_name
 from rill.client.security.scram import DEFAULT_ITERATIONS, MAX_ITERATIONS, MECHANISMS, MIN_ITERATIONS
 from rill.client.security.scram_credentials import CredentialStore
 
 __all__ = ["add_parser"]
 
-ZK_TIMEOUT_S = 10.0
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -59,15 +50,15 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     _add_mechanism(add, default="SCRAM-SHA-256")
     add.add_argument("--iterations", type=positive_int, default=DEFAULT_ITERATIONS, metavar="N",
                      help=f"PBKDF2 iterations, {MIN_ITERATIONS}..{MAX_ITERATIONS} (default: {DEFAULT_ITERATIONS})")
-    _add_store_arguments(add)
+    add_store_arguments(add, "users")
     add.set_defaults(run=run_add)
     delete = actions.add_parser("delete", help="delete a user's credentials")
     delete.add_argument("name", metavar="NAME", type=user_name, help="the user name")
     _add_mechanism(delete, default=None)
-    _add_store_arguments(delete)
+    add_store_arguments(delete, "users")
     delete.set_defaults(run=run_delete)
     listing = actions.add_parser("list", help="every user and its mechanisms")
-    _add_store_arguments(listing)
+    add_store_arguments(listing, "users")
     listing.set_defaults(run=run_list)
 
 
@@ -85,43 +76,6 @@ def user_name(text: str) -> str:
 def _add_mechanism(parser: argparse.ArgumentParser, default: str | None) -> None:
     parser.add_argument("--mechanism", choices=MECHANISMS, default=default,
                         help=f"the SCRAM mechanism (default: {default or 'all of them'})")
-
-
-def _add_store_arguments(parser: argparse.ArgumentParser) -> None:
-    store = parser.add_mutually_exclusive_group(required=True)
-    store.add_argument("--data-dir", metavar="DIR", help="a single broker's log.dir (the users file in it)")
-    store.add_argument("--zookeeper", metavar="HOST:PORT[/chroot]", help="a cluster's ZooKeeper")
-
-
-@contextmanager
-def _credentials(args: argparse.Namespace) -> Iterator[CredentialStore]:
-    """The credential store the flags name, closed afterwards; store errors become CliError."""
-    try:
-        if args.data_dir is not None:
-            if not Path(args.data_dir).is_dir():
-                raise CliError(f"data directory {args.data_dir} does not exist (give the broker's log.dir)")
-            with FileEntityConfigs(args.data_dir) as configs:
-                yield CredentialStore(configs)
-        else:
-            with _zookeeper(args.zookeeper) as configs:
-                yield CredentialStore(configs)
-    except EntityConfigError as exc:
-        raise CliError(str(exc)) from None
-
-
-@contextmanager
-def _zookeeper(connect: str) -> Iterator[EntityConfigs]:
-    zk = KazooClient(hosts=connect, timeout=ZK_TIMEOUT_S)
-    try:
-        try:
-            zk.start(timeout=ZK_TIMEOUT_S)
-        except (KazooException, KazooTimeoutError, ValueError) as exc:
-            raise CliError(f"cannot connect to ZooKeeper at {connect}: {exc}") from None
-        with ZkEntityConfigs(zk) as configs:
-            yield configs
-    finally:
-        zk.stop()
-        zk.close()
 
 
 def _first_line(line: str) -> str:
@@ -156,7 +110,8 @@ def run_add(args: argparse.Namespace) -> int:
         raise CliError(f"--iterations must be {MIN_ITERATIONS}..{MAX_ITERATIONS} (Kafka's limits), "
                        f"got {args.iterations}")
     password = read_password(args)
-    with _credentials(args) as store:
+    with entity_configs(args) as configs:
+        store = CredentialStore(configs)
         existed = args.mechanism in store.users().get(args.name, [])
         store.set_password(args.name, password, args.mechanism, args.iterations)
     print(f"{'Updated' if existed else 'Added'} {args.mechanism} credential for user {args.name}.")
@@ -164,7 +119,8 @@ def run_add(args: argparse.Namespace) -> int:
 
 
 def run_delete(args: argparse.Namespace) -> int:
-    with _credentials(args) as store:
+    with entity_configs(args) as configs:
+        store = CredentialStore(configs)
         had = store.users().get(args.name, [])
         if not store.delete(args.name, args.mechanism):
             which = f" has no {args.mechanism} credential" if had else " does not exist"
@@ -175,7 +131,8 @@ def run_delete(args: argparse.Namespace) -> int:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    with _credentials(args) as store:
+    with entity_configs(args) as configs:
+        store = CredentialStore(configs)
         users = store.users()
     print("NAME\tMECHANISMS")
     for name, mechanisms in users.items():

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 import pytest
 from kazoo.client import KazooClient, KazooState
 
-from rill.client.cli import users
+from rill.client.cli import security_stores
 from rill.client.cli.main import main
 from rill.client.security import entity_configs_zk
 from rill.client.security.entity_configs_zk import ZkEntityConfigs, desanitize, sanitize
@@ -201,7 +201,7 @@ def test_users_cli_against_zookeeper(zk: KazooClient, zk_connect: str, capsys: p
 
 def test_users_cli_unreachable_zookeeper(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """A ZooKeeper that does not answer is one error line, not a traceback."""
-    monkeypatch.setattr(users, "ZK_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(security_stores, "ZK_TIMEOUT_S", 0.5)
     assert main(["users", "list", "--zookeeper", "127.0.0.1:1"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("rill: error: cannot connect to ZooKeeper at 127.0.0.1:1") and "Traceback" not in err

@@ -209,4 +209,4 @@ def test_acls_in_zookeeper(zk_connect: str, zk: KazooClient, capsys: pytest.Capt
 def test_an_unreachable_zookeeper_is_an_error_line(capsys: pytest.CaptureFixture[str]) -> None:
     """No ZooKeeper at the address: one rill: error: line after --timeout."""
     assert main(["acls", "list", "--zookeeper", "127.0.0.1:1", "--timeout", "0.5"]) == 1
-    assert capsys.readouterr().err.startswith("rill: error: ZooKeeper 127.0.0.1:1:")
+    assert capsys.readouterr().err.startswith("rill: error: cannot connect to ZooKeeper at 127.0.0.1:1:")

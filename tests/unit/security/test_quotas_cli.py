@@ -9,7 +9,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from rill.broker.security.quota_manager import QuotaManager, ResolvedQuota
-from rill.client.cli import quotas
+from rill.client.cli import quotas, security_stores
 from rill.client.cli.main import main
 from rill.client.security.entity_configs_file import FileEntityConfigs
 
@@ -150,6 +150,6 @@ def test_quotas_in_zookeeper_use_kafkas_layout(zk_connect: str, zk: KazooClient,
 def test_an_unreachable_zookeeper_is_an_error(capsys: pytest.CaptureFixture[str],
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """A ZooKeeper that cannot be reached is one 'rill: error:' line and exit 1."""
-    monkeypatch.setattr(quotas, "ZK_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(security_stores, "ZK_TIMEOUT_S", 0.5)
     code, _, err = run(capsys, "quotas", "list", "--zookeeper", "127.0.0.1:1")
     assert code == 1 and err.startswith("rill: error: cannot connect to ZooKeeper at 127.0.0.1:1")
