@@ -12,6 +12,7 @@ coordinator and admin services over gRPC (rill.broker.cluster.coordinator_host) 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 import structlog
 
@@ -95,7 +96,8 @@ class Broker:
         self.controller: Controller | None = None
         try:
             self.coordination = CoordinatorHost(config, self.logs, self.port, self.cluster,
-                                                replicas=self.replicas, loop=self.server)
+                                                replicas=self.replicas, loop=self.server,
+                                                broker_token=self.broker_token)
             grpc_security = self.security.grpc_security(config["host.name"])
             self.grpc_port = self.coordination.start(extra=[replica_control_registration(self.replica_control)],
                                                      security=grpc_security)
@@ -163,7 +165,8 @@ class Broker:
         rebalance = RebalancePolicy(config["auto.leader.rebalance.enable"],
                                     config["leader.imbalance.check.interval.seconds"],
                                     config["leader.imbalance.per.broker.percentage"])
-        self.controller = Controller(registration.zk, config["broker.id"], registry, ReplicaControlClient(),
+        self.controller = Controller(registration.zk, config["broker.id"], registry,
+                                     ReplicaControlClient(self.broker_token),
                                      unclean_default=config["unclean.leader.election.enable"],
                                      request_timeout_s=config["controller.socket.timeout.ms"] / 1000,
                                      rebalance=rebalance)
@@ -196,6 +199,13 @@ class Broker:
         """This broker as METADATA describes it (advertised host, data-plane and gRPC ports)."""
         b = self.coordination.broker
         return rq.BrokerInfo(b.broker_id, b.host, b.port, b.grpc_port)
+
+    @property
+    def broker_token(self) -> Callable[[], str]:
+        """What this broker's gRPC calls to the others show (principal.BROKER): the cluster's token, read at
+        each call (every broker of a cluster takes it from ZooKeeper once joined, security or not)."""
+        security = self.security
+        return lambda: security.broker_token
 
     @property
     def port(self) -> int:
@@ -235,7 +245,7 @@ class Broker:
 
     def _controlled_stop(self) -> None:
         assert self.zookeeper is not None and self.registry is not None
-        client = ReplicaControlClient()
+        client = ReplicaControlClient(self.broker_token)
         self.replicas.stop_following()
         try:
             request_controlled_shutdown(

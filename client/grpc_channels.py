@@ -9,10 +9,17 @@ failed with UNAVAILABLE for up to two minutes while another channel of the proce
 the old subchannel and its backoff alive. Each channel here has its own subchannel pool
 (``grpc.use_local_subchannel_pool``), and the backoff stops growing at 1 s, Kafka's
 ``reconnect.backoff.max.ms`` default.
+
+Credentials ride in every call's ``authorization`` metadata: a SASL user's as
+``Basic base64(user:password)`` (:func:`open_channel`), the brokers' own as ``Bearer
+<token>`` (:func:`broker_channel`: the cluster's broker token, which makes a call
+``principal.BROKER``). A call the broker's ACLs refuse fails with PERMISSION_DENIED and
+names rill's error code in the :data:`ERROR_TRAILER` trailer.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import grpc
@@ -21,9 +28,13 @@ from rill.client.client_config import ConfigError
 from rill.client.security.call_credentials import AUTHORIZATION, encode_basic
 from rill.client.security.client_security import ClientSecurity
 
-__all__ = ["CHANNEL_OPTIONS", "insecure_channel", "open_channel"]
+__all__ = ["BEARER", "CHANNEL_OPTIONS", "ERROR_TRAILER", "broker_channel", "insecure_channel", "open_channel"]
 
 MAX_RECONNECT_BACKOFF_MS = 1000
+BEARER = "Bearer "
+"""The scheme of the brokers' token in ``authorization`` metadata."""
+ERROR_TRAILER = "rill-error"
+"""The trailer naming a refused call's rill error code (rill.v1.ErrorCode: ``GROUP_AUTHORIZATION_FAILED`` ...)."""
 
 CHANNEL_OPTIONS = (
     ("grpc.use_local_subchannel_pool", 1),
@@ -45,6 +56,24 @@ class _Credentials(grpc.UnaryUnaryClientInterceptor):  # type: ignore[misc]
     def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
         metadata = [*(details.metadata or ()), (AUTHORIZATION, self.value)]
         return continuation(details._replace(metadata=metadata), request)
+
+
+class _BrokerToken(grpc.UnaryUnaryClientInterceptor):  # type: ignore[misc]
+    """Adds ``authorization: Bearer <token()>`` to every call (read at each call: it may be replaced)."""
+
+    def __init__(self, token: Callable[[], str]) -> None:
+        self.token = token
+
+    def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
+        metadata = [*(details.metadata or ()), (AUTHORIZATION, BEARER + self.token())]
+        return continuation(details._replace(metadata=metadata), request)
+
+
+def broker_channel(address: str, token: Callable[[], str] | None) -> grpc.Channel:
+    """A plaintext channel from one broker to another's gRPC port, every call carrying the cluster's
+    broker token (``token()``; None: no token, the calls are anonymous)."""
+    channel = insecure_channel(address)
+    return channel if token is None else grpc.intercept_channel(channel, _BrokerToken(token))
 
 
 def _read(path: str) -> bytes | None:

@@ -1,10 +1,18 @@
 """The client of the broker's gRPC services (group coordination and administration): ``AdminClient``.
 
 ``AdminClient("localhost:9093")`` wraps the generated stubs with a deadline on every
-call (gRPC's default is none) and turns transport failures into
-:class:`~rill.client.errors.ConnectionClosed`. Domain errors are not raised: they
-come back as ``error_code`` fields in the responses (rill.v1.ErrorCode), as seed 003
-defines them; :func:`error_name` gives their names.
+call (gRPC's default is none) and turns failed calls into exceptions (:func:`call_error`):
+
+- refused by the broker's ACLs (PERMISSION_DENIED, with the ``rill-error`` trailer):
+  :class:`~rill.client.errors.TopicAuthorizationFailed`,
+  :class:`~rill.client.errors.GroupAuthorizationFailed` or
+  :class:`~rill.client.errors.ClusterAuthorizationFailed`, whose message says what was
+  refused (``User:bob may not Delete Group:g1``);
+- wrong credentials (UNAUTHENTICATED): :class:`~rill.client.errors.AuthenticationFailed`;
+- any other failure (unreachable, deadline): :class:`~rill.client.errors.ConnectionClosed`.
+
+Domain errors are not raised: they come back as ``error_code`` fields in the responses
+(rill.v1.ErrorCode), as seed 003 defines them; :func:`error_name` gives their names.
 """
 
 from __future__ import annotations
@@ -15,15 +23,38 @@ from typing import Any, cast
 
 import grpc
 
-from rill.client.errors import ConnectionClosed
+from rill.client.errors import (AuthenticationFailed, AuthorizationFailed, ClusterAuthorizationFailed, ConnectionClosed,
+                                GroupAuthorizationFailed, RillError, TopicAuthorizationFailed)
 from rill.v1 import admin_pb2 as apb
 from rill.v1 import admin_pb2_grpc as apb_grpc
 from rill.v1 import coordinator_pb2 as pb
 from rill.v1 import coordinator_pb2_grpc as pb_grpc
-from rill.client.grpc_channels import open_channel
+from rill.client.grpc_channels import ERROR_TRAILER, open_channel
 from rill.client.security.client_security import ClientSecurity
 
 DEFAULT_TIMEOUT = 30.0
+
+REFUSALS: tuple[type[RillError], ...] = (AuthorizationFailed, AuthenticationFailed)
+"""What a refused call raises (the ACLs, or the credentials): asking again the same way fails the same way."""
+
+_REFUSED_AS: dict[str, type[AuthorizationFailed]] = {
+    cls.code.name: cls for cls in (TopicAuthorizationFailed, GroupAuthorizationFailed, ClusterAuthorizationFailed)}
+
+
+def call_error(exc: grpc.RpcError, address: str) -> RillError:
+    """The exception for a gRPC call to ``address`` that failed with ``exc`` (see the module docstring);
+    a PERMISSION_DENIED without a known ``rill-error`` trailer is a ConnectionClosed."""
+    code = exc.code() if hasattr(exc, "code") else None
+    detail = exc.details() if hasattr(exc, "details") else str(exc)
+    if code is grpc.StatusCode.PERMISSION_DENIED:
+        trailers = exc.trailing_metadata() if hasattr(exc, "trailing_metadata") else None
+        refused = _REFUSED_AS.get(next((str(v) for k, v in trailers or () if k == ERROR_TRAILER), ""))
+        if refused is not None:
+            return refused(detail or refused.meaning)
+    message = f"gRPC call to {address} failed: {code.name if code else 'error'}: {detail}"
+    if code is grpc.StatusCode.UNAUTHENTICATED:
+        return AuthenticationFailed(message)
+    return ConnectionClosed(message)
 
 
 def error_name(code: int) -> str:
@@ -41,18 +72,23 @@ class AdminClient:
         self.address = address
         self.timeout = timeout
         self.client_id = client_id
+        self.security = security
         self.channel = open_channel(address, security)
         self.groups = pb_grpc.GroupCoordinatorStub(self.channel)  # type: ignore[no-untyped-call]
         self.admin = apb_grpc.AdminStub(self.channel)  # type: ignore[no-untyped-call]
 
     def _call(self, method: Any, request: Any, timeout: float | None = None) -> Any:
+        """``method(request)`` within the deadline; raises as :func:`call_error` says."""
         try:
             return method(request, timeout=self.timeout if timeout is None else timeout)
         except grpc.RpcError as exc:
-            code = exc.code() if hasattr(exc, "code") else None
-            detail = exc.details() if hasattr(exc, "details") else str(exc)
-            raise ConnectionClosed(f"gRPC call to {self.address} failed: {code.name if code else 'error'}: "
-                                   f"{detail}") from exc
+            raise call_error(exc, self.address) from exc
+
+    def _at(self, broker: pb.Broker) -> AdminClient:
+        """A client of ``broker`` (a controller named by NOT_CONTROLLER) with this one's credentials. Only its
+        plaintext gRPC port is known, so a TLS client's redirect goes there without them, as before."""
+        security = self.security if self.security is not None and not self.security.tls else None
+        return AdminClient(f"{broker.host}:{broker.grpc_port}", self.timeout, self.client_id, security=security)
 
     # ---------------------------------------------------------------- groups
 
@@ -181,7 +217,7 @@ class AdminClient:
             controller = response.controller
             if response.error_code != pb.NOT_CONTROLLER or controller.grpc_port <= 0:
                 break
-            with AdminClient(f"{controller.host}:{controller.grpc_port}", self.timeout, self.client_id) as there:
+            with self._at(controller) as there:
                 response = cast(apb.ElectLeadersResponse, there._call(there.admin.ElectLeaders, request, deadline))
         return response
 
@@ -237,7 +273,7 @@ class AdminClient:
             controller = response.controller
             if response.error_code != pb.NOT_CONTROLLER or controller.grpc_port <= 0:
                 break
-            with AdminClient(f"{controller.host}:{controller.grpc_port}", self.timeout, self.client_id) as there:
+            with self._at(controller) as there:
                 response = there._call(getattr(there.admin, method), request, deadline)
         return response
 

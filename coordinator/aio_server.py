@@ -21,7 +21,8 @@ same :class:`~rill.coordinator.group_coordinator.GroupCoordinator` and
 - The Admin service runs every call on a worker thread (DescribeGroup reads indexes).
 
 Health checking (grpc.health.v1) and server reflection are on, as with the sync server;
-slow and failed calls are logged the same way. ``AioServer.start()`` returns the bound
+slow and failed calls are logged the same way, and calls are authenticated and authorized
+the same way (rill.coordinator.grpc_auth's AioAuthInterceptor, on the loop). ``AioServer.start()`` returns the bound
 port (RuntimeError if it cannot bind); ``stop(grace)`` reports NOT_SERVING, lets
 calls in flight finish for ``grace`` seconds, then ends the loop and its thread.
 """
@@ -327,7 +328,7 @@ class AioServer:
     async def _start(self) -> None:
         interceptors: list[Any] = [AioLoggingInterceptor()]
         if self.security is not None:
-            interceptors.append(AioAuthInterceptor(self.security.authenticator))
+            interceptors.append(AioAuthInterceptor(self.security))
         server = grpc.aio.server(interceptors=interceptors, options=server_options(self.max_message_bytes))
         health_servicer = health.aio.HealthServicer()
         for name in add_services(server, self.registrations, health_servicer):

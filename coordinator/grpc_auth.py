@@ -1,22 +1,36 @@
-"""Who makes a gRPC call: the principal of every call to the coordinator and admin services.
+"""Who makes a gRPC call, and whether they may: authentication and authorization of every call to
+the coordinator, admin and replica control services.
 
 A call's principal is, in this order:
 
-1. ``User:<name>`` when the call carries SASL credentials in its metadata
+1. ``principal.BROKER`` when the call carries ``authorization: Bearer <token>`` with the
+   cluster's broker token (brokers calling each other: the controller's LeaderAndIsr,
+   forwarded group calls); any other bearer token fails the call with UNAUTHENTICATED;
+2. ``User:<name>`` when the call carries SASL credentials in its metadata
    (rill.client.security.call_credentials) and they are right; wrong ones fail the call
    with UNAUTHENTICATED at once, before any handler runs;
-2. ``User:<CN>`` of the client's certificate on the TLS port when client certificates are
+3. ``User:<CN>`` of the client's certificate on the TLS port when client certificates are
    required (gRPC in Python shows a servicer the peer's certificate only then);
-3. ``User:ANONYMOUS`` otherwise.
+4. ``User:ANONYMOUS`` otherwise.
+
+No user or certificate can be the brokers' principal: a user or common name that would
+map to it is refused as a wrong credential.
 
 The interceptors (one for the sync server, one for grpc.aio) put the principal and the
-client's address in context variables for the call, where the servicers' authorization
-reads them (:func:`caller`). The health and reflection services are not intercepted.
+client's address in context variables for the call (:func:`caller`). With
+``ServerSecurity.authorize`` they then authorize the call before its handler runs
+(rill.coordinator.grpc_authorization: the table of what each RPC needs): a refusal
+fails it with PERMISSION_DENIED, the message saying what was refused (``User:alice may
+not Delete Group:g1``) and the ``rill-error`` trailer naming the rill error code
+(``GROUP_AUTHORIZATION_FAILED``); a listing's response is trimmed to what the caller
+may describe. Without ``authorize`` nothing is checked, at no cost. The health and
+reflection services are not intercepted.
 """
 
 from __future__ import annotations
 
 import contextvars
+import hmac
 from dataclasses import dataclass
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -24,8 +38,10 @@ from typing import Any
 import grpc
 import structlog
 
+from rill.client.grpc_channels import BEARER, ERROR_TRAILER
 from rill.client.security import principal as principals
 from rill.client.security.call_credentials import AUTHORIZATION, decode_basic
+from rill.coordinator.grpc_authorization import Authorize, CallAuthorizer
 
 __all__ = ["AioAuthInterceptor", "AuthInterceptor", "CallAuthenticator", "ServerSecurity", "Unauthenticated",
            "caller"]
@@ -40,13 +56,20 @@ _RILL_SERVICES = ("/rill.v1.",)
 
 @dataclass
 class ServerSecurity:
-    """How a gRPC server authenticates: the call authenticator, and its TLS port (``tls_address``, with
-    ``credentials`` from ``grpc.ssl_server_credentials``; None: no TLS port). ``tls_port`` is set once bound."""
+    """How a gRPC server authenticates and authorizes: the call authenticator, its TLS port
+    (``tls_address``, with ``credentials`` from ``grpc.ssl_server_credentials``; None: no TLS port;
+    ``tls_port`` is set once bound), and ``authorize(principal, host, operation, resource_type, name)``
+    (BrokerSecurity.authorize; None: no authorization, every call allowed)."""
 
     authenticator: CallAuthenticator
     tls_address: str | None = None
     credentials: Any = None
     tls_port: int = -1
+    authorize: Authorize | None = None
+
+    def call_authorizer(self) -> CallAuthorizer | None:
+        """What the interceptors check calls with (None without ``authorize``)."""
+        return None if self.authorize is None else CallAuthorizer(self.authorize)
 
 
 class Unauthenticated(Exception):
@@ -72,28 +95,46 @@ class CallAuthenticator:
     """Turns a call's metadata and TLS context into its principal.
 
     ``check_password(user, password)`` says whether they are right (None: the broker has no
-    user store, so every credential is refused).
+    user store, so every credential is refused). ``broker_token()`` is the token brokers show
+    each other, read at every call (a cluster's arrives from ZooKeeper after the server
+    started; None, or a function returning None: no call is the brokers').
     """
 
-    def __init__(self, check_password: Callable[[str, str], bool] | None) -> None:
+    def __init__(self, check_password: Callable[[str, str], bool] | None,
+                 broker_token: Callable[[], str | None] | None = None) -> None:
         self.check_password = check_password
+        self.broker_token = broker_token
 
     def principal(self, metadata: Sequence[tuple[str, Any]] | None, auth_context: Mapping[str, Any] | None) -> str:
         """Raises Unauthenticated for credentials that are malformed or wrong."""
         value = next((v for k, v in metadata or () if k == AUTHORIZATION), None)
         if value is not None:
+            text = str(value)
+            if text.startswith(BEARER):
+                return self._broker(text[len(BEARER):])
             try:
-                user, password = decode_basic(str(value))
+                user, password = decode_basic(text)
             except ValueError as exc:
                 raise Unauthenticated(f"malformed credentials: {exc}") from None
-            if self.check_password is None or not self.check_password(user, password):
+            if (self.check_password is None or principals.user(user) == principals.BROKER
+                    or not self.check_password(user, password)):
                 raise Unauthenticated("authentication failed: invalid user name or password")
             return principals.user(user)
         names = (auth_context or {}).get("x509_common_name") or []
         if names:
             name = names[0]
-            return principals.user(name.decode("utf-8", "replace") if isinstance(name, bytes) else str(name))
+            who = principals.user(name.decode("utf-8", "replace") if isinstance(name, bytes) else str(name))
+            if who == principals.BROKER:
+                raise Unauthenticated("authentication failed: a certificate cannot name the brokers' principal")
+            return who
         return principals.ANONYMOUS
+
+    def _broker(self, token: str) -> str:
+        """principal.BROKER for the cluster's token (compared in constant time); raises Unauthenticated."""
+        expected = self.broker_token() if self.broker_token is not None else None
+        if not expected or not hmac.compare_digest(token.strip().encode(), expected.encode()):
+            raise Unauthenticated("authentication failed: invalid broker token")
+        return principals.BROKER
 
 
 def _rill_method(method: str) -> bool:
@@ -101,16 +142,20 @@ def _rill_method(method: str) -> bool:
 
 
 class AuthInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
-    """The sync server's: authenticates each call to rill's services on the worker thread that serves it."""
+    """The sync server's: authenticates and authorizes each call to rill's services on the worker thread
+    that serves it (the interceptor itself runs on gRPC's polling thread: it only wraps)."""
 
-    def __init__(self, authenticator: CallAuthenticator) -> None:
-        self.authenticator = authenticator
+    def __init__(self, security: ServerSecurity) -> None:
+        self.authenticator = security.authenticator
+        self.authorizer = security.call_authorizer()
 
     def intercept_service(self, continuation: Any, details: Any) -> Any:
         handler = continuation(details)
         if handler is None or handler.unary_unary is None or not _rill_method(details.method):
             return handler
-        inner, authenticator, method = handler.unary_unary, self.authenticator, details.method
+        inner, method = handler.unary_unary, details.method
+        authenticator, authorizer = self.authenticator, self.authorizer
+        rule = authorizer.rule(method) if authorizer is not None else None
         metadata = tuple(details.invocation_metadata or ())
 
         def wrapper(request: Any, context: grpc.ServicerContext) -> Any:
@@ -120,22 +165,31 @@ class AuthInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
             except Unauthenticated as exc:
                 audit.warning("audit.authentication_failed", peer=host, rpc=method, reason=str(exc))
                 context.abort(grpc.StatusCode.UNAUTHENTICATED, str(exc))
+            if authorizer is not None:
+                refusal = authorizer.refusal(method, rule, who, host, request)
+                if refusal is not None:
+                    # set_trailing_metadata, then abort: abort_with_status would drop the trailer
+                    context.set_trailing_metadata(((ERROR_TRAILER, refusal.code),))
+                    context.abort(grpc.StatusCode.PERMISSION_DENIED, refusal.message)
             tokens = _principal.set(who), _host.set(host)
             try:
-                return inner(request, context)
+                response = inner(request, context)
             finally:
                 _principal.reset(tokens[0])
                 _host.reset(tokens[1])
+            return response if authorizer is None else authorizer.trim(rule, who, host, request, response)
 
         return grpc.unary_unary_rpc_method_handler(wrapper, request_deserializer=handler.request_deserializer,
                                                    response_serializer=handler.response_serializer)
 
 
 class AioAuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
-    """The grpc.aio server's: the same, in the call's task (its context reaches the worker threads)."""
+    """The grpc.aio server's: the same, in the call's task (its context reaches the worker threads).
+    The checks run on the event loop: the authorizer answers from memory."""
 
-    def __init__(self, authenticator: CallAuthenticator) -> None:
-        self.authenticator = authenticator
+    def __init__(self, security: ServerSecurity) -> None:
+        self.authenticator = security.authenticator
+        self.authorizer = security.call_authorizer()
         self._wrapped: dict[str, Any] = {}
 
     async def intercept_service(self, continuation: Any, details: Any) -> Any:
@@ -146,7 +200,8 @@ class AioAuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         handler = await continuation(details)
         if handler is None or handler.unary_unary is None or not _rill_method(method):
             return handler
-        inner, authenticator = handler.unary_unary, self.authenticator
+        inner, authenticator, authorizer = handler.unary_unary, self.authenticator, self.authorizer
+        rule = authorizer.rule(method) if authorizer is not None else None
 
         async def wrapper(request: Any, context: Any) -> Any:
             host = peer_host(context.peer())
@@ -155,9 +210,15 @@ class AioAuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             except Unauthenticated as exc:
                 audit.warning("audit.authentication_failed", peer=host, rpc=method, reason=str(exc))
                 await context.abort(grpc.StatusCode.UNAUTHENTICATED, str(exc))
+            if authorizer is not None:
+                refusal = authorizer.refusal(method, rule, who, host, request)
+                if refusal is not None:
+                    context.set_trailing_metadata(((ERROR_TRAILER, refusal.code),))
+                    await context.abort(grpc.StatusCode.PERMISSION_DENIED, refusal.message)
             _principal.set(who)
             _host.set(host)
-            return await inner(request, context)
+            response = await inner(request, context)
+            return response if authorizer is None else authorizer.trim(rule, who, host, request, response)
 
         wrapped = self._wrapped[method] = grpc.unary_unary_rpc_method_handler(
             wrapper, request_deserializer=handler.request_deserializer,

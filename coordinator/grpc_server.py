@@ -135,14 +135,15 @@ def create_server(address: str | None, registrations: Sequence[Registration], *,
                   max_message_bytes: int = 16 * 1024 * 1024, security: ServerSecurity | None = None,
                   ) -> tuple[grpc.Server, int, health.HealthServicer]:
     """Build and start a server on ``address`` ("host:port", port 0 for any free one; no plaintext
-    port when ``address`` is None) and, with ``security``, on its TLS address too.
+    port when ``address`` is None) and, with ``security``, on its TLS address too, every call to rill's
+    services authenticated and, with ``security.authorize``, authorized (rill.coordinator.grpc_auth).
 
     Returns (server, bound plaintext port (-1: none), health servicer); ``security.tls_port``
     is set to the bound TLS port. Raises RuntimeError if a port is taken.
     """
     interceptors: list[Any] = [LoggingInterceptor()]
     if security is not None:
-        interceptors.append(AuthInterceptor(security.authenticator))
+        interceptors.append(AuthInterceptor(security))
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="rill-grpc"),
         interceptors=interceptors,

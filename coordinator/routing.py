@@ -18,6 +18,11 @@ group RPCs answer NOT_COORDINATOR (the consumer asks ListGroups where to go), ex
 A forwarded call carries the metadata ``x-rill-forwarded: 1`` and is never forwarded
 again (two brokers whose views of the cluster briefly differ cannot bounce it): it is
 answered from this broker's own groups only, NOT_COORDINATOR for the others.
+
+Forwarded calls authenticate as the brokers (``principal.BROKER``, the cluster's broker
+token given to :class:`Peers`), so the broker that answers them does not judge them
+again: the client's own principal was authorized by the broker it called, which also
+trims a forwarded ListGroups' answer to what that principal may describe.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ import structlog
 
 from rill.v1 import coordinator_pb2 as pb
 from rill.v1 import coordinator_pb2_grpc as pb_grpc
-from rill.client.grpc_channels import insecure_channel
+from rill.client.grpc_channels import broker_channel
 
 log = structlog.get_logger(__name__)
 
@@ -60,9 +65,14 @@ class Router(Protocol):
 
 
 class Peers:
-    """gRPC stubs of the other brokers' coordinators, one channel per address. Thread-safe."""
+    """gRPC stubs of the other brokers' coordinators, one channel per address. Thread-safe.
 
-    def __init__(self) -> None:
+    ``token()`` is the cluster's broker token, sent with every call (None: the calls are
+    anonymous, which only brokers without authorizer.enable accept).
+    """
+
+    def __init__(self, token: Callable[[], str] | None = None) -> None:
+        self.token = token
         self._stubs: dict[str, tuple[grpc.Channel, Any]] = {}
         self._lock = threading.Lock()
 
@@ -71,7 +81,7 @@ class Peers:
         with self._lock:
             found = self._stubs.get(address)
             if found is None:
-                channel = insecure_channel(address)
+                channel = broker_channel(address, self.token)
                 found = self._stubs[address] = (channel, pb_grpc.GroupCoordinatorStub(channel))  # type: ignore[no-untyped-call]
             return found[1]
 

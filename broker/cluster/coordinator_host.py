@@ -18,6 +18,8 @@ once) tells the checkpoints this broker wrote before the upgrade from others'.
 The services are served by the sync gRPC server (rill.coordinator.grpc_server) or,
 with ``grpc.server = "aio"``, by a grpc.aio server on its own event loop
 (rill.coordinator.aio_server); both answer through the same coordinator and sink.
+The calls this broker makes to the others' coordinators (a forwarded CreateGroup or
+ListGroups, DescribeCluster's listing) carry the cluster's broker token when given one.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import dataclasses
 import os
 import socket
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import grpc
@@ -108,10 +110,11 @@ class ClusterAdminServicer(AdminServicer):
     """The Admin service in a cluster: groups are where their groups topic partition is led."""
 
     def __init__(self, logs: LogManager, coordinator: Any, broker: pb.Broker, placement: GroupLogPlacement,
-                 cluster: ClusterView | None = None, *, default_replication_factor: int = 1) -> None:
+                 cluster: ClusterView | None = None, *, default_replication_factor: int = 1,
+                 peers: Peers | None = None) -> None:
         super().__init__(logs, coordinator, broker, cluster, default_replication_factor=default_replication_factor)
         self.placement = placement
-        self.peers = Peers()
+        self.peers = peers if peers is not None else Peers()
 
     def DescribeCluster(self, request: apb.DescribeClusterRequest,
                         context: grpc.ServicerContext) -> apb.DescribeClusterResponse:
@@ -135,11 +138,15 @@ class ClusterAdminServicer(AdminServicer):
 
 
 class CoordinatorHost:
-    """Owns the coordinator's log, store, timer and gRPC server for one broker."""
+    """Owns the coordinator's log, store, timer and gRPC server for one broker.
+
+    ``broker_token()`` is the cluster's broker token, sent with the calls to other brokers
+    (None: the calls are anonymous, which only a broker without authorizer.enable accepts).
+    """
 
     def __init__(self, config: BrokerConfig, logs: LogManager, data_port: int,
                  cluster: ClusterView | None = None, *, replicas: ReplicaManager | None = None,
-                 loop: Loop | None = None) -> None:
+                 loop: Loop | None = None, broker_token: Callable[[], str] | None = None) -> None:
         self.config = config
         self.log_config = LogConfig(segment_bytes=config["offsets.segment.bytes"],
                                     flush_interval_messages=2**62, flush_interval_ms=2**31 - 1,
@@ -167,7 +174,8 @@ class CoordinatorHost:
                 legacy=self._read_legacy(logs))
             self.sink = RecordSink(self.coordinator, self.placement)
             self.admin: AdminServicer = ClusterAdminServicer(logs, self.coordinator, self.broker, self.placement,
-                                                             cluster, default_replication_factor=factor)
+                                                             cluster, default_replication_factor=factor,
+                                                             peers=Peers(broker_token))
         else:
             self.records_log = self._open_local_log(logs)
             self.store = OffsetStore(self.records_log)
@@ -182,6 +190,7 @@ class CoordinatorHost:
         self.servicer = GroupCoordinatorServicer(self.coordinator, self.sink,
                                                  commit_timeout_s=config["offsets.commit.timeout.ms"] / 1000,
                                                  router=self.placement)
+        self.servicer.peers = Peers(broker_token)  # its forwarded calls show the broker token
         self.server: Any = None
         self.health: Any = None
         self.kind = "sync"

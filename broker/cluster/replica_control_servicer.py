@@ -19,7 +19,9 @@
 
 **Controller side** (:class:`ReplicaControlClient`): one gRPC channel per broker
 address, reused across requests, closed by :meth:`ReplicaControlClient.forget` when
-the broker leaves and by :meth:`ReplicaControlClient.close`.
+the broker leaves and by :meth:`ReplicaControlClient.close`. Every call carries the
+cluster's broker token when one is given, so the receiver's ACLs (ClusterAction on the
+Cluster) see ``principal.BROKER``.
 
 Value conversions (:func:`role_to_proto`, :func:`roles_from_request`,
 :func:`brokers_to_proto`, :func:`brokers_from_request`) are pure functions.
@@ -28,7 +30,7 @@ Value conversions (:func:`role_to_proto`, :func:`roles_from_request`,
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any, Protocol, runtime_checkable
 
@@ -43,7 +45,7 @@ from rill.coordinator.grpc_server import Registration
 from rill.v1 import coordinator_pb2 as pb
 from rill.v1 import replication_pb2 as rpb
 from rill.v1 import replication_pb2_grpc as rpb_grpc
-from rill.client.grpc_channels import insecure_channel
+from rill.client.grpc_channels import broker_channel
 
 __all__ = [
     "BrokerNotAvailable", "ControllerEpochFence", "IsrExitHandler", "NotController", "ReplicaControlClient", "ReplicaControlServicer",
@@ -267,10 +269,12 @@ def registration(servicer: ReplicaControlServicer) -> Registration:
 class ReplicaControlClient:
     """The controller's stubs: one channel per broker id, reused while its address stays the same.
 
-    Thread-safe. Addresses are ``"host:grpc_port"``.
+    Thread-safe. Addresses are ``"host:grpc_port"``. ``token()`` is the cluster's broker token, sent
+    with every call (None: the calls are anonymous, which only brokers without authorizer.enable accept).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, token: Callable[[], str] | None = None) -> None:
+        self.token = token
         self._lock = threading.Lock()
         self._stubs: dict[str, tuple[grpc.Channel, Any]] = {}
 
@@ -278,7 +282,7 @@ class ReplicaControlClient:
         with self._lock:
             found = self._stubs.get(address)
             if found is None:
-                channel = insecure_channel(address)
+                channel = broker_channel(address, self.token)
                 found = self._stubs[address] = (channel, rpb_grpc.ReplicaControlStub(channel))  # type: ignore[no-untyped-call]
             return found[1]
 

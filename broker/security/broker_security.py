@@ -147,7 +147,8 @@ class BrokerSecurity:
                 or self.config["authorizer.enable"])
 
     def grpc_security(self, host: str) -> ServerSecurity:
-        """The gRPC server's: credentials checked against the users; a TLS port with ``grpc.ssl.port``.
+        """The gRPC server's: credentials checked against the users, the brokers' token, every call authorized
+        with ``authorizer.enable`` (rill.coordinator.grpc_authorization); a TLS port with ``grpc.ssl.port``.
 
         Raises:
             ConfigError: no gRPC port at all, or TLS without its files.
@@ -159,7 +160,10 @@ class BrokerSecurity:
             if self.config["zookeeper.connect"]:
                 raise ConfigError("grpc.port = -1 in a cluster: brokers call each other's plaintext gRPC port "
                                   "(keep it on a private address with host.name)")
-        security = ServerSecurity(CallAuthenticator(self.check_password))
+        # the token is read at each call: a cluster's replaces this broker's own once ZooKeeper is joined,
+        # after the server started; authorize only with authorizer.enable (otherwise no check, no cost)
+        security = ServerSecurity(CallAuthenticator(self.check_password, broker_token=lambda: self.broker_token),
+                                  authorize=self.authorize if self.config["authorizer.enable"] else None)
         if port >= 0:
             certfile, keyfile, cafile = self.config["ssl.certfile"], self.config["ssl.keyfile"], self.config["ssl.cafile"]
             server_context(certfile, keyfile, cafile, self.config["ssl.client.auth"])  # checks the files

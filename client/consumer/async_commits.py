@@ -39,6 +39,7 @@ import structlog
 
 from rill.client.consumer.errors import CommitFailed
 from rill.client.errors import ConnectionClosed, RillError
+from rill.client.grpc_client import call_error
 from rill.client.net.selector_loop import SelectorLoop
 from rill.client.structs import TopicPartition
 from rill.v1 import coordinator_pb2 as pb
@@ -180,10 +181,10 @@ class AsyncCommits:
         except grpc.FutureCancelledError:
             return ConnectionClosed("the commit was cancelled before the coordinator answered")
         except grpc.RpcError as exc:
+            coordinator = self.client.coordinator_lookup.current
             self.client.coordinator_lookup.mark_unknown()
-            code = exc.code() if hasattr(exc, "code") else None
-            return ConnectionClosed(f"CommitOffsets failed: {code.name if code else 'error'}: "
-                                    f"{exc.details() if hasattr(exc, 'details') else exc}")
+            # a refusal by the ACLs is its AuthorizationFailed; anything else ConnectionClosed
+            return call_error(exc, coordinator.address if coordinator is not None else "the coordinator")
         return self.client.commit_result(head.offsets, head.identity, response)
 
     def _finish(self, head: PendingCommit) -> None:

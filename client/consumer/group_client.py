@@ -36,14 +36,14 @@ from typing import Any
 
 import structlog
 
-from rill.client.grpc_client import error_name
+from rill.client.grpc_client import REFUSALS, error_name
 from rill.client.consumer.async_commits import AsyncCommits, Identity
 from rill.client.consumer.errors import CommitFailed, GroupCoordinatorError, RewindFailed
 from rill.client.consumer.fetcher import Fetcher
 from rill.client.consumer.membership import STABLE, GroupMembership
 from rill.client.net.selector_loop import SelectorLoop
 from rill.client.consumer.subscription import COMMITTED, SubscriptionState, TopicPartition
-from rill.client.errors import ConnectionClosed, RillError
+from rill.client.errors import AuthorizationFailed, ConnectionClosed, RillError
 from rill.client.cluster_metadata import ClusterMetadata
 from rill.v1 import coordinator_pb2 as pb
 
@@ -105,6 +105,8 @@ class GroupClient(GroupMembership):
                         partitions=[f"{t}-{p}" for t, p in waiting])
             for tp in waiting:
                 fetcher.back_off(tp, sub.assignment[tp].epoch, now + self.retry_backoff)
+            if isinstance(exc, REFUSALS):  # the ACLs refuse it: the application must hear of it
+                raise
 
     def start_from_committed(self, partitions: Sequence[TopicPartition]) -> None:
         """Position manually assigned ``partitions`` that wait for it at the group's committed offsets, or
@@ -152,15 +154,18 @@ class GroupClient(GroupMembership):
     # ---------------------------------------------------------------- commits
 
     def auto_commit_now(self, now: float) -> None:
-        """Commit the positions that changed since the last commit; failures are logged, not raised."""
+        """Commit the positions that changed since the last commit; failures are logged, not raised (a refusal
+        by the ACLs is raised by the next poll(), not from here: close() calls this too)."""
         self._next_auto_commit = now + self.auto_commit_interval
         offsets = self.subscription.uncommitted()
         if not offsets:
             return
         try:
             self.commit(offsets)
-        except (CommitFailed, ConnectionClosed) as exc:
+        except (CommitFailed, ConnectionClosed, AuthorizationFailed) as exc:
             log.warning("consumer.auto_commit_failed", error=str(exc), **self._ctx())
+            if isinstance(exc, REFUSALS):
+                self._error = exc
 
     def current_identity(self) -> Identity | None:
         """Who this consumer's commits are made as now: STANDALONE with a manual assignment, this member's
@@ -187,6 +192,7 @@ class GroupClient(GroupMembership):
             CommitFailed: the coordinator stored nothing (per-partition codes in the
                 exception); or this consumer is not a member right now (rejoining).
             ConnectionClosed: the coordinator could not be reached.
+            GroupAuthorizationFailed, TopicAuthorizationFailed: the ACLs refuse the commit.
         """
         self.async_commits.flush(self.clock() + self.request_timeout)
         if not offsets:

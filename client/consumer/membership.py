@@ -25,6 +25,11 @@ Seed 003's membership protocol, as docs/groups.md implements it:
    **evicted**. The partitions are dropped without committing, the next poll() raises
    :class:`MemberEvicted` once, and registers again as a new member.
 
+A call the broker refuses (its ACLs: GroupAuthorizationFailed, TopicAuthorizationFailed,
+ClusterAuthorizationFailed; or the credentials: AuthenticationFailed) is raised by the
+next poll() and tried again only after a longer backoff: asking again the same way fails
+the same way until an operator changes the ACLs or the settings.
+
 :class:`GroupMembership` does steps 1 to 5; what a consumer adds to them (auto-commit,
 ``on_assign``/``on_revoke``, commits and rewinds) is
 :class:`~rill.client.consumer.group_client.GroupClient`, through the ``_on_*`` hooks at the
@@ -45,7 +50,7 @@ from typing import Any
 import grpc
 import structlog
 
-from rill.client.grpc_client import AdminClient, error_name
+from rill.client.grpc_client import REFUSALS, AdminClient, call_error, error_name
 from rill.client.consumer.coordinator_lookup import CoordinatorLookup
 from rill.client.consumer.errors import GroupCoordinatorError, MemberEvicted
 from rill.client.consumer.fetcher import Fetcher
@@ -102,7 +107,7 @@ class GroupMembership:
         self._rejoin_reason: str | None = None
         self._retry_at = 0.0
         self._evicted: MemberEvicted | None = None
-        self._error: GroupCoordinatorError | None = None
+        self._error: RillError | None = None  # raised by the next tick
         self.stats = {"rebalances": 0, "commits": 0, "heartbeats": 0, "evictions": 0}  # metrics(); commits: GroupClient
 
     @property
@@ -121,6 +126,7 @@ class GroupMembership:
         Raises:
             MemberEvicted: once, after an eviction (the registration of a new member has begun).
             GroupCoordinatorError: the coordinator refused the registration (retried later).
+            AuthorizationFailed, AuthenticationFailed: the broker refused a call of the group's (retried later).
         """
         if self.state == STABLE:
             self._check_heartbeat(now)
@@ -187,13 +193,13 @@ class GroupMembership:
         lookup = self.coordinator_lookup
         try:
             coordinator = lookup.find()
-        except GroupCoordinatorError as exc:
-            self._retry_at = now + max(self.retry_backoff, USER_ERROR_BACKOFF)
-            self._error = exc
-            return
         except RillError as exc:
-            log.warning("consumer.coordinator_not_found", reason=str(exc), **self._ctx())
-            self._retry_at = now + self.retry_backoff
+            if isinstance(exc, (GroupCoordinatorError, *REFUSALS)):  # the application's to fix: raised
+                self._retry_at = now + max(self.retry_backoff, USER_ERROR_BACKOFF)
+                self._error = exc
+            else:
+                log.warning("consumer.coordinator_not_found", reason=str(exc), **self._ctx())
+                self._retry_at = now + self.retry_backoff
             return
         topics = sorted(sub.subscribed_topics())
         static = sorted(sub.static)
@@ -221,6 +227,7 @@ class GroupMembership:
             response = future.result()
         except grpc.RpcError as exc:
             log.warning("consumer.register_failed", reason=_rpc_reason(exc), **self._ctx())
+            self._refused(now, exc)
             self.coordinator_lookup.mark_unknown()
             return
         except grpc.FutureCancelledError:
@@ -242,6 +249,13 @@ class GroupMembership:
             log.info("consumer.register_retry", error=error_name(code), **self._ctx())
             if code in (pb.GROUP_NOT_FOUND, pb.NOT_COORDINATOR):
                 self.coordinator_lookup.mark_unknown()
+
+    def _refused(self, now: float, exc: grpc.RpcError) -> None:
+        """A failed call that the broker refused (ACLs, credentials): raised by tick, tried again later."""
+        error = call_error(exc, self.coordinator.address if self.coordinator is not None else "the coordinator")
+        if isinstance(error, REFUSALS):
+            self._error = error
+            self._retry_at = now + max(self.retry_backoff, USER_ERROR_BACKOFF)
 
     def _joined(self, now: float, response: pb.RegisterConsumerResponse) -> None:
         self.member_id = response.consumer_id
@@ -294,6 +308,8 @@ class GroupMembership:
         except RillError as exc:
             log.warning("consumer.coordinator_not_found", reason=str(exc), **self._ctx())
             self.heartbeat.sent(now)  # try again after an interval
+            if isinstance(exc, REFUSALS):
+                self._error = exc
             return
         timeout = min(self.request_timeout, max(self.heartbeat.interval, self.heartbeat.session_timeout / 3))
         self._heartbeat = coordinator.heartbeat_future(self.group, self.member_id, self.generation, timeout=timeout)
@@ -309,6 +325,7 @@ class GroupMembership:
             response = future.result()
         except grpc.RpcError as exc:
             log.warning("consumer.heartbeat_failed", reason=_rpc_reason(exc), **self._ctx())
+            self._refused(now, exc)
             self.coordinator_lookup.mark_unknown()  # find it again before the next heartbeat
             return
         except grpc.FutureCancelledError:
