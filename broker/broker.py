@@ -115,6 +115,7 @@ class Broker:
             acls=DataPlaneAcls(self.security.authorize) if config["authorizer.enable"] else None)
         self.server.handle = self.handlers
         self.handlers.topics.reserve_partitions = self.security.partition_cap.reserve
+        self.coordination.admin.reserve_partitions = self.security.partition_cap.reserve
         self.handlers.topics.auto_partitions = config["num.partitions"]
         quotas = ConnectionQuotas(self.security.quotas, self.server)
         self.handlers.quotas = quotas

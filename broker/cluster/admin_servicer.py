@@ -57,6 +57,7 @@ from rill.client.protocol import requests as rq
 from rill.client.simple import SimpleConsumer
 from rill.client.zookeeper.registry import RILL_TOPICS_PATH, RegistryView
 from rill.client.zookeeper.replica_layout import TopicReplicas, is_replicated_topic_value
+from rill.coordinator.grpc_auth import caller
 from rill.client.topic_names import is_internal_topic
 from rill.v1 import admin_pb2 as apb
 from rill.v1 import admin_pb2_grpc as apb_grpc
@@ -101,6 +102,8 @@ class AdminServicer(apb_grpc.AdminServicer):
         self.cluster = cluster or ClusterView(logs, lambda: rq.BrokerInfo(broker.broker_id, broker.host, broker.port,
                                                                           broker.grpc_port))
         self.catalog = LogCatalog(logs, self.cluster)
+        self.reserve_partitions: Callable[[str, int], str | None] | None = None
+        """The partition cap (rill.broker.security.partition_cap): counts a caller's new partitions, or refuses."""
         self.default_replication_factor = default_replication_factor
         self.zk: KazooClient | None = None
         self.registry: RegistryView | None = None
@@ -150,7 +153,12 @@ class AdminServicer(apb_grpc.AdminServicer):
 
     def CreatePartitions(self, request: apb.CreatePartitionsRequest,
                          context: grpc.ServicerContext) -> apb.CreatePartitionsResponse:
-        """Add partitions to a replicated topic, by the controller only (NOT_CONTROLLER elsewhere)."""
+        """Add partitions to a replicated topic, by the controller only (NOT_CONTROLLER elsewhere); the caller's
+        partition cap (partitions_created_max) counts the new ones."""
+        current = self.cluster.partition_counts().get(request.topic, 0) if self.cluster.clustered else 0
+        refusal = self._reserve(request.count - current) if request.count > current else None
+        if refusal is not None:
+            return apb.CreatePartitionsResponse(error_code=pb.PARTITION_LIMIT_REACHED, error_message=refusal)
         return create_partitions(request, self.grower, self.registry)
 
     def AlterPartitionReassignments(self, request: apb.AlterPartitionReassignmentsRequest,
@@ -193,6 +201,12 @@ class AdminServicer(apb_grpc.AdminServicer):
                     log.warning("admin.remote_offsets_failed", topic=topic, partition=p, error=str(exc))
         return desc
 
+    def _reserve(self, partitions: int) -> str | None:
+        """The caller's partition cap for ``partitions`` new ones: None, or why it refuses them."""
+        if self.reserve_partitions is None or partitions <= 0:
+            return None
+        return self.reserve_partitions(caller()[0], partitions)
+
     def CreateTopic(self, request: apb.CreateTopicRequest, context: grpc.ServicerContext) -> apb.CreateTopicResponse:
         """Create a topic: factor 1 in this broker's storage (the limits of the data plane's CREATE_TOPIC),
         a larger one in ZooKeeper over the live brokers (INVALID_REPLICATION_FACTOR without ZooKeeper)."""
@@ -203,6 +217,9 @@ class AdminServicer(apb_grpc.AdminServicer):
         problem = topic_config_problem(request.config, factor)
         if problem is not None:
             return apb.CreateTopicResponse(error_code=pb.INVALID_CONFIG, error_message=problem)
+        refusal = self._reserve(request.partitions) if request.topic not in self.catalog.topics() else None
+        if refusal is not None:
+            return apb.CreateTopicResponse(error_code=pb.PARTITION_LIMIT_REACHED, error_message=refusal)
         if factor != 1:
             return self._create_replicated(request, factor)
         try:

@@ -83,3 +83,18 @@ def test_an_operator_resets_the_count(broker: RunningBroker) -> None:
     broker.broker.security.configs.poll()  # type: ignore[union-attr]  (the watcher would, within a second)
     with connect(broker, "alice") as alice:
         assert create(alice, "a2", 1) == 0
+
+
+def test_admin_create_topic_counts_against_the_same_cap(broker: RunningBroker) -> None:
+    from rill.client.grpc_client import AdminClient
+    from rill.v1 import coordinator_pb2 as pb
+
+    security = from_settings({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-256",
+                              "sasl.plain.username": "alice", "sasl.plain.password": "alice-secret"})
+    with AdminClient(f"127.0.0.1:{broker.grpc_port}", 10, security=security) as admin:
+        assert admin.create_topic("g1", 4).error_code == pb.NONE
+        refused = admin.create_topic("g2", 2)
+    assert refused.error_code == pb.PARTITION_LIMIT_REACHED and "partitions_created_max" in refused.error_message
+    with connect(broker, "alice") as alice:
+        assert create(alice, "a1", 1) == 0  # 4 + 1: the cap is shared by both planes
+        assert create(alice, "a2", 1) == ErrorCode.PARTITION_LIMIT_REACHED
