@@ -130,11 +130,12 @@ _Resolution = tuple[ResolvedQuota | None, ...]  # one per rate type, in _RATES o
 class _Config:
     """One configuration, never changed once built: the quotas by entity, and the resolutions made from it."""
 
-    __slots__ = ("entities", "configured", "cache")
+    __slots__ = ("entities", "configured", "any_rate", "cache")
 
     def __init__(self, entities: dict[str, dict[str, float]]) -> None:
         self.entities = entities
         self.configured = tuple(any(name in q for q in entities.values()) for name in _RATES)
+        self.any_rate = any(self.configured)  # (read on every request: one attribute, no loop)
         self.cache: dict[tuple[str, str], _Resolution] = {}
 
 
@@ -216,8 +217,8 @@ class QuotaManager:
 
     @property
     def configured(self) -> bool:
-        """Whether any quota is set anywhere (else every record_* returns 0 at once)."""
-        return any(self._config.configured)
+        """Whether any rate quota is set anywhere (else every record_* returns 0 at once)."""
+        return self._config.any_rate
 
     # ---------------------------------------------------------------- accounting
 
