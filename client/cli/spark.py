@@ -3,6 +3,10 @@
 Needs the ``spark`` extra (pyspark, pyarrow) and Java 17. Spark runs in local mode in
 this process (``--master``, default ``local[2]``). Progress goes to stderr; the summary
 line too. See docs/spark.md.
+
+``--command-config FILE`` (security.protocol, ssl.*, sasl.*) secures every connection:
+the topic check, the Spark job (as the source's ``kafka.``-prefixed options) and the
+coordinator commit.
 """
 
 from __future__ import annotations
@@ -94,10 +98,24 @@ class ProgressBar:
             self.stream.flush()
 
 
-def _check_topics(host: str, port: int, topics: list[str], timeout: float) -> None:
+def spark_security(args: argparse.Namespace) -> dict[str, str]:
+    """The ``--command-config`` settings as the rill source takes them (client key -> string), checked;
+    empty without the option. Raises CliError as rill.client.cli.command_config.security_of does."""
+    from rill.client.cli.command_config import read_command_config, security_of
+
+    security_of(args)  # only security settings, with usable values
+    path = getattr(args, "command_config", None)
+    if not path:
+        return {}
+    return {key: (str(value).lower() if isinstance(value, bool) else str(value))
+            for key, value in read_command_config(path).items()}
+
+
+def _check_topics(host: str, port: int, topics: list[str], timeout: float, args: argparse.Namespace) -> None:
+    from rill.client.cli.command_config import security_of
     from rill.client.simple import SimpleConsumer
 
-    with SimpleConsumer(host, port, timeout=timeout) as client:
+    with SimpleConsumer(host, port, timeout=timeout, security=security_of(args)) as client:
         known = client.topics()
     missing = [t for t in topics if t not in known]
     if missing:
@@ -113,13 +131,14 @@ def run_load(args: argparse.Namespace) -> int:
         raise CliError(f"rill spark needs pyspark and pyarrow: pip install 'rill[spark]' ({exc})") from exc
     host, port = args.broker
     began = time.monotonic()
-    _check_topics(host, port, args.topic, args.timeout)  # before Spark starts: a typo fails in a second
+    security = spark_security(args)
+    _check_topics(host, port, args.topic, args.timeout, args)  # before Spark starts: a typo fails in a second
     spark = spark_session(args.master, "rill spark load")
     spark.sparkContext.setLogLevel("ERROR")
     bar = None if args.no_progress else ProgressBar(sys.stderr)
     try:
         result = load(spark, f"{host}:{port}", args.topic, args.out, group=args.group or DEFAULT_GROUP,
-                      split_bytes=args.split_bytes or DEFAULT_SPLIT_BYTES, progress=bar)
+                      split_bytes=args.split_bytes or DEFAULT_SPLIT_BYTES, progress=bar, security=security)
     except (SourceOptionError, ValueError) as exc:
         raise CliError(str(exc)) from exc
     finally:
@@ -143,11 +162,12 @@ def run_bench(args: argparse.Namespace) -> int:
     from rill.client.spark import spark_session
 
     host, port = args.broker
-    _check_topics(host, port, args.topic, args.timeout)
+    security = spark_security(args)
+    _check_topics(host, port, args.topic, args.timeout, args)
     spark = spark_session(args.master, "rill spark bench-read")
     spark.sparkContext.setLogLevel("ERROR")
     reader = (spark.read.format("rill").option("bootstrap", f"{host}:{port}")
-              .option("subscribe", ",".join(args.topic)))
+              .option("subscribe", ",".join(args.topic)).options(**{f"kafka.{k}": v for k, v in security.items()}))
     if args.split_bytes:
         reader = reader.option("splitBytes", str(args.split_bytes))
     if args.fetch_bytes:

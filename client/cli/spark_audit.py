@@ -2,6 +2,7 @@
 
 Prints one line per topic and window (expected, found, missing) on stdout and exits 3
 when any message is missing (2 is bad usage, 1 an error). Spark runs in local mode in this process.
+``--command-config FILE`` secures every connection, as for ``rill spark load``.
 """
 
 from __future__ import annotations
@@ -78,14 +79,16 @@ def run_audit(args: argparse.Namespace) -> int:
         from rill.client.spark.audit import audit
     except ImportError as exc:
         raise CliError(f"rill spark needs pyspark and pyarrow: pip install 'rill[spark]' ({exc})") from exc
-    from rill.client.cli.spark import _check_topics
+    from rill.client.cli.spark import _check_topics, spark_security
 
     host, port = args.broker
-    _check_topics(host, port, [*args.topic, args.audit_topic], args.timeout)
+    security = spark_security(args)
+    _check_topics(host, port, [*args.topic, args.audit_topic], args.timeout, args)
     spark = spark_session(args.master, "rill spark audit")
     spark.sparkContext.setLogLevel("ERROR")
     try:
-        report = audit(spark, f"{host}:{port}", args.topic, args.audit_topic, args.window, args.since)
+        report = audit(spark, f"{host}:{port}", args.topic, args.audit_topic, args.window, args.since,
+                       security=security)
     except (SourceOptionError, ValueError) as exc:
         raise CliError(str(exc)) from exc
     width = max([len("topic"), *(len(w.topic) for w in report.windows)])

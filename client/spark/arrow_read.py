@@ -14,7 +14,7 @@ time from the broker's time index (append_times.py; precise to ``log.index.inter
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import structlog
@@ -25,6 +25,7 @@ from rill.client.protocol.messages import Message
 from rill.client.spark.append_times import AppendTimes
 from rill.client.spark.leaders import DEFAULT_WAIT_S, Leader, LeaderReads
 from rill.client.spark.ranges import ByteRange
+from rill.client.spark.security_options import client_security
 from rill.client.structs import TopicPartition
 
 __all__ = ["SCHEMA_DDL", "spark_schema", "arrow_schema", "read_range", "batch_of"]
@@ -78,17 +79,22 @@ def batch_of(messages: list[Message], topic: str, partition: int, schema: Any, t
     ], schema=schema)
 
 
-def read_range(r: ByteRange, fetch_bytes: int, bootstrap: str, wait_s: float = DEFAULT_WAIT_S) -> Iterator[Any]:
+def read_range(r: ByteRange, fetch_bytes: int, bootstrap: str, wait_s: float = DEFAULT_WAIT_S,
+               security: Mapping[str, str] | None = None) -> Iterator[Any]:
     """Yield RecordBatches of every message of ``r`` (``r.start <= offset < r.end``).
 
     Reads from the leader the planner saw, and follows a new leader (found through
     ``bootstrap``, ``host:port[,...]``) if it moved since, from the same offset. The
     planned end was committed when it was planned, so a leader that has less (a new
     leader whose high watermark has not caught up yet) is waited for, up to ``wait_s``.
+    Every connection carries the query's ``security`` settings (client key -> string,
+    rill.client.spark.security_options; empty or None: PLAINTEXT), rebuilt here in the task.
 
     Raises:
         OffsetOutOfRange: the range is no longer in the log (retention deleted it) or
             the log ends before ``r.end`` for ``wait_s`` (it was truncated); the message says which.
+        AuthenticationFailed: a broker refused the TLS handshake or SASL login, at once.
+        ConfigError: the security settings cannot be used here (a TLS file missing on this executor).
         BrokerError, CorruptMessageError, ConnectionClosed: from the fetches (a leader that
             cannot be found or reached within ``wait_s``: NotLeaderForPartition, ConnectionClosed).
     """
@@ -96,7 +102,8 @@ def read_range(r: ByteRange, fetch_bytes: int, bootstrap: str, wait_s: float = D
     offset = r.start
     tp = TopicPartition(r.topic, r.partition)
     with LeaderReads(servers(bootstrap), max_fetch_size=fetch_bytes, wait_s=wait_s,
-                     fetch_size_limit=max(fetch_bytes, 64 * 1024 * 1024)) as reads:
+                     fetch_size_limit=max(fetch_bytes, 64 * 1024 * 1024),
+                     security=client_security(security or {})) as reads:
         if r.port:
             reads.assume(tp, Leader(r.host, r.port, r.broker_partition))
         times = AppendTimes(reads, r.topic, r.partition, r.start)

@@ -18,16 +18,22 @@ every bucket it touches), so Spark joins on (topic, partition, bucket) and only 
 checks the offsets: each message meets the one or two ranges of its bucket instead of
 every range of its partition. ``bucket_bytes`` follows the mean range size. Each
 partition is read only from its first audited offset on (:func:`reading_starts`).
+
+``security`` holds the client security settings (``security.protocol``, ``ssl.*``,
+``sasl.*``, as strings); both reads pass them to the source as its ``kafka.``-prefixed
+options, and the driver's offset lookups use them too.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import structlog
 
+from rill.client.spark.security_options import PREFIX
 from rill.client.structs import TopicPartition
 
 __all__ = ["AuditReport", "WindowAudit", "audit", "reading_starts", "EVENT_SCHEMA"]
@@ -66,12 +72,15 @@ class AuditReport:
         return sum(w.missing for w in self.windows)
 
 
-def _source(spark: Any, bootstrap: str, topics: list[str], starting: str = "earliest") -> Any:
+def _source(spark: Any, bootstrap: str, topics: list[str], security: Mapping[str, str],
+            starting: str = "earliest") -> Any:
     return (spark.read.format("rill").option("bootstrap", bootstrap).option("subscribe", ",".join(topics))
-            .option("startingOffsets", starting).option("endingOffsets", "latest").load())
+            .option("startingOffsets", starting).option("endingOffsets", "latest")
+            .options(**{PREFIX + k: v for k, v in security.items()}).load())
 
 
-def reading_starts(bootstrap: str, topics: list[str], firsts: dict[TopicPartition, int]) -> dict[str, dict[str, int]]:
+def reading_starts(bootstrap: str, topics: list[str], firsts: dict[TopicPartition, int],
+                   security: Mapping[str, str] | None = None) -> dict[str, dict[str, int]]:
     """``startingOffsets`` for the messages side: each partition from the index entry at or
     before its first audited offset (-2, the log start, if that is gone), partitions
     nobody audited not at all (-1, the log end). Older messages cannot fall in any range."""
@@ -79,7 +88,7 @@ def reading_starts(bootstrap: str, topics: list[str], firsts: dict[TopicPartitio
     from rill.client.protocol import requests as rq
     from rill.client.spark.planning import cluster
 
-    with cluster(bootstrap) as c:
+    with cluster(bootstrap, security) as c:
         counts = c.refresh(tuple(topics), None)
         starts = {t: {str(p): -1 for p in range(n)} for t, n in counts.items()}
         for (topic, partition), first in firsts.items():
@@ -99,12 +108,12 @@ def reading_starts(bootstrap: str, topics: list[str], firsts: dict[TopicPartitio
 
 
 def _ranges(spark: Any, bootstrap: str, topics: list[str], audit_topic: str, window_ms: int,
-            since_ms: int | None) -> tuple[Any, int, int]:
+            since_ms: int | None, security: Mapping[str, str]) -> tuple[Any, int, int]:
     """The ranges of the events about ``topics`` (one row each, with its window), the number of
     events read and of events that could not be parsed."""
     from pyspark.sql import functions as F
 
-    raw = _source(spark, bootstrap, [audit_topic]).select(
+    raw = _source(spark, bootstrap, [audit_topic], security).select(
         F.from_json(F.col("value").cast("string"), EVENT_SCHEMA).alias("e"))
     valid = F.col("e.topic").isNotNull() & F.col("e.window_start_ms").isNotNull() & F.col("e.ranges").isNotNull()
     counts = raw.agg(F.count(F.lit(1)).alias("n"), F.sum(F.when(valid, 0).otherwise(1)).alias("bad")).first()
@@ -128,18 +137,21 @@ def _bucket_bytes(ranges: Any) -> int:
 
 
 def audit(spark: Any, bootstrap: str, topics: list[str], audit_topic: str, window_ms: int,
-          since_ms: int | None = None) -> AuditReport:
+          since_ms: int | None = None, *, security: Mapping[str, str] | None = None) -> AuditReport:
     """Compare the audit events about ``topics`` with the messages present (see the module doc).
 
     ``since_ms``: only windows starting at or after it (ms since the epoch). Windows without
-    events are not reported: nothing was claimed for them.
+    events are not reported: nothing was claimed for them. ``security``: the client security
+    settings (client key -> string; None: PLAINTEXT).
 
     Raises:
-        SourceOptionError: a topic or the audit topic does not exist (from the rill source).
+        SourceOptionError: a topic or the audit topic does not exist, or the security settings are
+            malformed or refused (from the rill source).
     """
     from pyspark.sql import functions as F
 
-    ranges, events, bad = _ranges(spark, bootstrap, topics, audit_topic, window_ms, since_ms)
+    security = dict(security or {})
+    ranges, events, bad = _ranges(spark, bootstrap, topics, audit_topic, window_ms, since_ms, security)
     ranges = ranges.cache()
     try:
         bucket = _bucket_bytes(ranges)
@@ -147,8 +159,8 @@ def audit(spark: Any, bootstrap: str, topics: list[str], audit_topic: str, windo
             F.floor(F.col("first") / bucket), F.floor((F.greatest(F.col("next"), F.col("first") + 1) - 1) / bucket))))
         firsts = {TopicPartition(str(r["topic"]), int(r["partition"])): int(r["first"])
                   for r in ranges.groupBy("topic", "partition").agg(F.min("first").alias("first")).collect()}
-        starting = json.dumps(reading_starts(bootstrap, topics, firsts))
-        messages = (_source(spark, bootstrap, topics, starting).select("topic", "partition", "offset")
+        starting = json.dumps(reading_starts(bootstrap, topics, firsts, security))
+        messages = (_source(spark, bootstrap, topics, security, starting).select("topic", "partition", "offset")
                     .withColumn("bucket", F.floor(F.col("offset") / bucket)))
         joined = keyed.alias("r").join(
             messages.alias("m"),

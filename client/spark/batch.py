@@ -78,7 +78,7 @@ class RillBatchReader(DataSourceReader):
         self.opts = opts
 
     def partitions(self) -> list[InputPartition]:
-        with cluster(self.opts.bootstrap) as c:
+        with cluster(self.opts.bootstrap, self.opts.security) as c:
             offsets = resolve_batch_offsets(c, self.opts)
             ranges = plan_ranges(c, offsets, self.opts.split_bytes, self.opts.min_partitions)
         log.info("spark.batch_planned", partitions=len(offsets), tasks=len(ranges),
@@ -88,4 +88,5 @@ class RillBatchReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[Any]:
         worker_logging()
         if isinstance(partition, ByteRange):
-            yield from read_range(partition, self.opts.fetch_bytes, self.opts.bootstrap)
+            yield from read_range(partition, self.opts.fetch_bytes, self.opts.bootstrap,
+                                  security=self.opts.security)

@@ -8,7 +8,10 @@ answer says the leader moved (a retriable broker error: NotLeaderForPartition,
 OffsetNotAvailable, ...) or the broker cannot be reached, asks METADATA again and
 retries on the leader it names. Pauses between attempts grow from 0.05 s to 1 s; after
 ``wait_s`` (30 s by default, longer than a leader election takes) the last error is
-raised. Other errors (OffsetOutOfRange, InvalidOffset, ...) are raised at once.
+raised. Other errors (OffsetOutOfRange, InvalidOffset, ...) are raised at once, and so
+is AuthenticationFailed (a TLS handshake or SASL login refused): asking again with the
+same security settings fails the same way. Every connection, to the leaders and for
+METADATA, carries the reader's ``security`` (TLS and SASL; None for PLAINTEXT).
 
 Byte offsets are the same on every replica (a follower copies its leader's bytes), so a
 read goes on at the new leader from the same offset. A 0.7-style topic's partition lives
@@ -28,9 +31,10 @@ from typing import TypeVar
 import structlog
 
 from rill.client.cluster_metadata import ClusterMetadata
-from rill.client.errors import BrokerError, ConnectionClosed, NotLeaderForPartition
+from rill.client.errors import AuthenticationFailed, BrokerError, ConnectionClosed, NotLeaderForPartition
 from rill.client.protocol import requests as rq
 from rill.client.protocol.messages import Message
+from rill.client.security.client_security import ClientSecurity
 from rill.client.simple import DEFAULT_FETCH_SIZE_LIMIT, DEFAULT_MAX_FETCH_SIZE, SimpleConsumer
 from rill.client.structs import Address, TopicPartition
 
@@ -60,8 +64,9 @@ class LeaderReads:
 
     def __init__(self, bootstrap: Sequence[Address], *, timeout: float = 30.0, wait_s: float = DEFAULT_WAIT_S,
                  max_fetch_size: int = DEFAULT_MAX_FETCH_SIZE,
-                 fetch_size_limit: int = DEFAULT_FETCH_SIZE_LIMIT) -> None:
-        self._metadata = ClusterMetadata(bootstrap, timeout)
+                 fetch_size_limit: int = DEFAULT_FETCH_SIZE_LIMIT, security: ClientSecurity | None = None) -> None:
+        self._metadata = ClusterMetadata(bootstrap, timeout, security)
+        self._security = security
         self._timeout = timeout
         self._wait_s = wait_s
         self._fetch_sizes = (max_fetch_size, max(fetch_size_limit, max_fetch_size))
@@ -74,7 +79,8 @@ class LeaderReads:
         """METADATA of ``topics`` (every topic when empty) from any reachable broker; learns their leaders.
 
         Raises:
-            ConnectionClosed: no known broker nor bootstrap address answered.
+            ConnectionClosed: no known broker nor bootstrap address answered (AuthenticationFailed:
+                every one refused this client's TLS or SASL).
         """
         names = sorted(set(topics))
         meta = self._metadata.refresh(names)
@@ -122,6 +128,7 @@ class LeaderReads:
 
         Raises:
             BrokerError: a non-retriable answer, at once; a retriable one after ``wait_s``.
+            AuthenticationFailed: the leader refused this client's TLS or SASL, at once.
             ConnectionClosed: no leader could be reached within ``wait_s``.
         """
         deadline = time.monotonic() + self._wait_s
@@ -134,7 +141,8 @@ class LeaderReads:
                 return request(self._client(leader), leader.partition)
             except (BrokerError, ConnectionClosed) as exc:
                 remaining = deadline - time.monotonic()
-                if (isinstance(exc, BrokerError) and not exc.retriable) or remaining <= 0:
+                final = isinstance(exc, AuthenticationFailed) or (isinstance(exc, BrokerError) and not exc.retriable)
+                if final or remaining <= 0:
                     raise
                 log.info("spark.leader_retry", topic=tp[0], partition=tp[1], error=str(exc), retry_in_s=pause,
                          leader=None if leader is None else f"{leader.host}:{leader.port}")
@@ -159,7 +167,8 @@ class LeaderReads:
         if client is None:
             size, limit = self._fetch_sizes
             client = self._clients[key] = SimpleConsumer(leader.host, leader.port, max_fetch_size=size,
-                                                         fetch_size_limit=limit, timeout=self._timeout)
+                                                         fetch_size_limit=limit, timeout=self._timeout,
+                                                         security=self._security)
         return client
 
     def _drop(self, address: Address) -> None:

@@ -12,6 +12,10 @@ between the two commits loses nothing and the next run fixes the coordinator's c
 ``date`` is the UTC date each message was appended to the log (from its ``timestamp``,
 the broker's append time; the run's date for the rare message whose time is unknown).
 Messages of a compressed wrapper share its offset.
+
+``security`` holds the client security settings (``security.protocol``, ``ssl.*``,
+``sasl.*``, as strings): the planning connections, the Spark job's tasks (as the
+source's ``kafka.``-prefixed options) and the coordinator commit all use them.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +35,7 @@ from rill.client.spark.batch import plan_ranges
 from rill.client.spark.options import DEFAULT_SPLIT_BYTES, SourceOptionError
 from rill.client.spark.output import OutputDir, RunManifest
 from rill.client.spark.planning import Cluster, TopicPartition, cluster
+from rill.client.spark.security_options import PREFIX
 from rill.client.spark.stream import from_json_offsets, to_json_offsets
 from rill.v1 import coordinator_pb2 as pb
 
@@ -86,7 +91,7 @@ def _plan(c: Cluster, topics: Sequence[str], stored: dict[TopicPartition, int]) 
 def _commit_group(c: Cluster, group: str, offsets: dict[TopicPartition, int]) -> str | None:
     """Commit ``offsets`` under ``group``; the error as text, or None."""
     try:
-        with AdminClient(c.grpc_address(), timeout=10.0, client_id="rill-spark-load") as admin:
+        with AdminClient(c.grpc_address(), timeout=10.0, client_id="rill-spark-load", security=c.security) as admin:
             response = admin.commit(group, [(t, p, o) for (t, p), o in sorted(offsets.items())])
     except Exception as exc:  # monitoring only: the load itself is committed
         log.warning("spark.load_group_commit_failed", group=group, error=str(exc))
@@ -118,18 +123,21 @@ def _watch(spark: Any, tasks: int, total: int, report: Callable[[Progress], None
 
 
 def load(spark: Any, bootstrap: str, topics: Sequence[str], out: str | Path, *, group: str = DEFAULT_GROUP,
-         split_bytes: int = DEFAULT_SPLIT_BYTES, progress: Callable[[Progress], None] | None = None) -> LoadResult:
-    """Load ``topics`` up to their current log ends into ``out`` (see the module doc).
+         split_bytes: int = DEFAULT_SPLIT_BYTES, progress: Callable[[Progress], None] | None = None,
+         security: Mapping[str, str] | None = None) -> LoadResult:
+    """Load ``topics`` up to their current log ends into ``out`` (see the module doc), connecting with the
+    ``security`` settings (client key -> string; None: PLAINTEXT).
 
     Raises:
-        SourceOptionError: an unknown topic, data deleted before it was loaded, or an unreachable broker.
+        SourceOptionError: an unknown topic, data deleted before it was loaded, an unreachable broker, or
+            security settings that are malformed or refused.
         ValueError: the output directory's newest offsets file is unreadable.
     """
     began, started_ms = time.monotonic(), int(time.time() * 1000)
     output = OutputDir(out)
     latest = output.latest()
     stored = from_json_offsets(latest.end) if latest is not None else {}
-    with cluster(bootstrap) as c:
+    with cluster(bootstrap, security) as c:
         plan = _plan(c, topics, stored)
         ends = {**stored, **{tp: end for tp, (_, end) in plan.items()}}
         _commit_group(c, group, {tp: start for tp, (start, _) in plan.items()})  # lag is visible while loading
@@ -142,7 +150,7 @@ def load(spark: Any, bootstrap: str, topics: Sequence[str], out: str | Path, *, 
             return LoadResult(None, None, len(plan), 0, 0, time.monotonic() - began, error)
         run, staged = output.begin()
         log.info("spark.load_started", run=run, partitions=len(todo), tasks=tasks, bytes=total, out=str(out))
-        rows = _write(spark, bootstrap, todo, staged, split_bytes, tasks, total, progress)
+        rows = _write(spark, bootstrap, todo, staged, split_bytes, tasks, total, progress, security or {})
         manifest = RunManifest(run, started_ms, rows, to_json_offsets({tp: s for tp, (s, _) in todo.items()}),
                                to_json_offsets(ends))
         run_dir = output.commit(staged, manifest)
@@ -160,7 +168,7 @@ def _utc_date(F: Any) -> Any:
 
 def _write(spark: Any, bootstrap: str, todo: dict[TopicPartition, tuple[int, int]],
            staged: Path, split_bytes: int, tasks: int, total: int,
-           progress: Callable[[Progress], None] | None) -> int:
+           progress: Callable[[Progress], None] | None, security: Mapping[str, str]) -> int:
     """Run the Spark job writing ``todo`` into ``staged``; the number of rows written."""
     from pyspark.sql import functions as F
 
@@ -169,7 +177,7 @@ def _write(spark: Any, bootstrap: str, todo: dict[TopicPartition, tuple[int, int
     assign = {topic: [p for t, p in sorted(todo) if t == topic] for topic in sorted({t for t, _ in todo})}
     df = (spark.read.format("rill").option("bootstrap", bootstrap).option("assign", json.dumps(assign))
           .option("startingOffsets", json.dumps(starting)).option("endingOffsets", json.dumps(ending))
-          .option("splitBytes", str(split_bytes)).load()
+          .option("splitBytes", str(split_bytes)).options(**{PREFIX + k: v for k, v in security.items()}).load()
           .select("topic", "partition", "offset", "value", "timestamp", _utc_date(F).alias("date")))
     stop = threading.Event()
     watcher = _watch(spark, tasks, total, progress, stop) if progress is not None else None

@@ -10,6 +10,11 @@ Offset specifications (``startingOffsets``, ``endingOffsets``) follow Spark's Ka
 source: ``earliest``, ``latest`` or JSON ``{"topic": {"0": 1234, "1": -2}}``, where
 -2 means earliest and -1 latest. rill offsets are byte positions, so a number in the
 JSON must be the offset of a message boundary.
+
+The security options are the clients' settings (``security.protocol``, ``ssl.*``,
+``sasl.*``), bare or prefixed ``kafka.`` as Spark's Kafka source passes client settings
+(rill.client.spark.security_options); both kinds of options carry them, as strings, to
+the executors.
 """
 
 from __future__ import annotations
@@ -17,9 +22,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from rill.client.client_config import ConfigError
 from rill.client.errors import RillError
+from rill.client.spark.security_options import option_keys, security_settings
 from rill.client.topic_names import is_valid_topic
 
 __all__ = ["SourceOptionError", "ReadOptions", "WriteOptions", "OffsetSpec", "EARLIEST", "LATEST",
@@ -70,6 +77,8 @@ class ReadOptions:
     fetch_bytes: int
     split_bytes: int
     min_partitions: int
+    security: Mapping[str, str] = field(default_factory=dict)
+    """The security settings by client key (``security.protocol``, ...); empty: PLAINTEXT."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,14 +89,24 @@ class WriteOptions:
     bootstrap: str
     topic: str | None
     producer: Mapping[str, str]
+    security: Mapping[str, str] = field(default_factory=dict)
+    """The security settings by client key, for the metadata connection and the producers."""
 
 
 def _check_keys(options: Mapping[str, str], allowed: set[str]) -> None:
-    known = allowed | _SPARK_KEYS | set(_BOOTSTRAP_KEYS)
+    known = allowed | _SPARK_KEYS | set(_BOOTSTRAP_KEYS) | option_keys()
     unknown = sorted(k for k in (key.lower() for key in options) if k not in known)
     if unknown:
         raise SourceOptionError(f"unknown option(s) {', '.join(unknown)} for the rill source; "
-                                f"known: {', '.join(sorted(allowed | {'bootstrap'}))}")
+                                f"known: {', '.join(sorted(allowed | {'bootstrap'}))} and the security options "
+                                f"kafka.security.protocol, kafka.ssl.*, kafka.sasl.*")
+
+
+def _security(options: Mapping[str, str]) -> dict[str, str]:
+    try:
+        return security_settings(options)
+    except ConfigError as exc:
+        raise SourceOptionError(str(exc)) from None
 
 
 def _bootstrap(options: Mapping[str, str]) -> str:
@@ -224,7 +243,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
         max_offsets_per_trigger=_positive(options, "maxOffsetsPerTrigger", None),
         fetch_bytes=_required_positive(options, "fetchBytes", DEFAULT_FETCH_BYTES),
         split_bytes=_required_positive(options, "splitBytes", DEFAULT_SPLIT_BYTES),
-        min_partitions=_required_positive(options, "minPartitions", 1))
+        min_partitions=_required_positive(options, "minPartitions", 1), security=_security(options))
 
 
 def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
@@ -238,4 +257,4 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     if topic is not None and not is_valid_topic(topic):
         raise SourceOptionError(f"option 'topic': invalid topic name {topic!r}")
     producer = {k.lower()[len("producer."):]: v for k, v in options.items() if k.lower().startswith("producer.")}
-    return WriteOptions(bootstrap=_bootstrap(options), topic=topic, producer=producer)
+    return WriteOptions(bootstrap=_bootstrap(options), topic=topic, producer=producer, security=_security(options))

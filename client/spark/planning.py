@@ -9,23 +9,26 @@ whether an offset is a message boundary, and the boundaries the leader reports i
 a range (see rill.client.spark.ranges).
 
 Every problem a user can cause (an unknown topic, an offset outside the log or not
-on a message boundary, an unreachable broker) raises :class:`SourceOptionError`
-with a message that says what to change. Not thread-safe: one per planning call.
+on a message boundary, an unreachable broker, security options the brokers refuse)
+raises :class:`SourceOptionError` with a message that says what to change. Every
+connection carries the query's security options (rill.client.spark.security_options).
+Not thread-safe: one per planning call.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 import structlog
 
-from rill.client.client_config import servers
-from rill.client.errors import BrokerError, ConnectionClosed, InvalidOffset, OffsetOutOfRange
+from rill.client.client_config import ConfigError, servers
+from rill.client.errors import AuthenticationFailed, BrokerError, ConnectionClosed, InvalidOffset, OffsetOutOfRange
 from rill.client.protocol import requests as rq
 from rill.client.spark.leaders import Leader, LeaderReads
 from rill.client.spark.options import EARLIEST, LATEST, OffsetSpec, ReadOptions, SourceOptionError
+from rill.client.spark.security_options import client_security
 from rill.client.structs import TopicPartition
 
 __all__ = ["Cluster", "Leader", "TopicPartition", "cluster"]
@@ -34,20 +37,26 @@ log = structlog.get_logger(__name__)
 
 
 class Cluster:
-    """Metadata and offsets from the brokers reachable through ``bootstrap`` (``host:port[,...]``).
+    """Metadata and offsets from the brokers reachable through ``bootstrap`` (``host:port[,...]``),
+    connecting with the ``security`` settings (client key -> string; empty: PLAINTEXT).
 
     Every request goes to the partition's leader and follows it when it moves
     (rill.client.spark.leaders); METADATA is asked of any bootstrap address or known
     broker that answers, so planning does not depend on the first address being up.
     """
 
-    def __init__(self, bootstrap: str, timeout: float = 30.0) -> None:
+    def __init__(self, bootstrap: str, timeout: float = 30.0, security: Mapping[str, str] | None = None) -> None:
         try:
             addresses = servers(bootstrap)
         except ValueError as exc:
             raise SourceOptionError(f"option 'bootstrap': {exc}") from None
+        try:
+            self.security = client_security(security or {})
+            """The connections' TLS and SASL (None: PLAINTEXT), for other clients of the same brokers."""
+        except ConfigError as exc:
+            raise SourceOptionError(str(exc)) from None
         self._bootstrap = addresses
-        self.reads = LeaderReads(addresses, timeout=timeout)
+        self.reads = LeaderReads(addresses, timeout=timeout, security=self.security)
         """The partitions' leaders, and reads on them (offsets, index entries, fetches)."""
         self._partitions: dict[str, int] = {}
 
@@ -95,10 +104,13 @@ class Cluster:
         return result
 
     def _metadata(self, names: tuple[str, ...]) -> rq.Metadata:
+        listed = ",".join(f"{host}:{port}" for host, port in self._bootstrap)
         try:
             return self.reads.metadata(names)
+        except AuthenticationFailed as exc:
+            raise SourceOptionError(f"the brokers of option 'bootstrap' {listed} refused the security options "
+                                    f"(kafka.security.protocol, kafka.ssl.*, kafka.sasl.*): {exc}") from exc
         except ConnectionClosed as exc:
-            listed = ",".join(f"{host}:{port}" for host, port in self._bootstrap)
             raise SourceOptionError(f"cannot reach a rill broker of option 'bootstrap' {listed}: {exc}") from exc
 
     @property
@@ -185,9 +197,9 @@ class Cluster:
 
 
 @contextmanager
-def cluster(bootstrap: str) -> Iterator[Cluster]:
-    """A :class:`Cluster` closed on exit."""
-    c = Cluster(bootstrap)
+def cluster(bootstrap: str, security: Mapping[str, str] | None = None) -> Iterator[Cluster]:
+    """A :class:`Cluster` (connecting with the ``security`` settings) closed on exit."""
+    c = Cluster(bootstrap, security=security)
     try:
         yield c
     finally:

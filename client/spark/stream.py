@@ -78,7 +78,7 @@ class RillStreamReader(DataSourceStreamReader):
         return {tp: c.bounds(tp) for tp in c.partitions(self.opts, must_exist=self.opts.pattern is None)}
 
     def initialOffset(self) -> dict[str, dict[str, int]]:
-        with cluster(self.opts.bootstrap) as c:
+        with cluster(self.opts.bootstrap, self.opts.security) as c:
             bounds = self._latest(c)
             c.check_named_partitions(self.opts.starting, c.partition_counts, "startingOffsets")
             if self.opts.starting_timestamp is not None:
@@ -98,7 +98,7 @@ class RillStreamReader(DataSourceStreamReader):
         """The end of the next micro-batch: every log end, or less under the byte budget."""
         base = from_json_offsets(start) if start is not None else dict(self._position or {})
         budget = _limit_bytes(limit) if limit is not None else self.opts.max_offsets_per_trigger
-        with cluster(self.opts.bootstrap) as c:
+        with cluster(self.opts.bootstrap, self.opts.security) as c:
             bounds = self._latest(c)
             current = {tp: max(base.get(tp, low), low) for tp, (low, _) in bounds.items()}
             ends = {tp: high for tp, (_, high) in bounds.items()}
@@ -111,7 +111,7 @@ class RillStreamReader(DataSourceStreamReader):
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         begin, finish = from_json_offsets(start), from_json_offsets(end)
         self._position = dict(finish)  # the next micro-batch starts here (4.0/4.1 after a restart: see above)
-        with cluster(self.opts.bootstrap) as c:
+        with cluster(self.opts.bootstrap, self.opts.security) as c:
             c.refresh(tuple(sorted({t for t, _ in finish})), None, must_exist=False)
             offsets = {}
             for tp, stop in finish.items():
@@ -129,7 +129,7 @@ class RillStreamReader(DataSourceStreamReader):
         worker_logging()
         if not isinstance(partition, ByteRange):
             raise SourceOptionError(f"unexpected partition {partition!r} for the rill stream reader")
-        yield from read_range(partition, self.opts.fetch_bytes, self.opts.bootstrap)
+        yield from read_range(partition, self.opts.fetch_bytes, self.opts.bootstrap, security=self.opts.security)
 
 
 def _capped(c: Cluster, current: Offsets, ends: Offsets, budget: int) -> Offsets:

@@ -14,6 +14,10 @@ topic per row unless the ``topic`` option is set; ``partition`` (int, null: the
 partitioner chooses) and ``key`` (binary or string: it picks the partition through
 the producer's partitioner and is not stored, as the 0.7 format has no key) are
 optional.
+
+The metadata connection of the planning check and every task's producer connect with
+the query's security options (``kafka.security.protocol``, ``kafka.ssl.*``,
+``kafka.sasl.*``; rill.client.spark.security_options), which travel with the writer.
 """
 
 from __future__ import annotations
@@ -55,7 +59,7 @@ def check_write_schema(opts: WriteOptions, columns: list[str]) -> None:
     if opts.topic is None and "topic" not in columns:
         raise SourceOptionError("writing to rill needs the option 'topic' or a 'topic' column")
     if opts.topic is not None:
-        with cluster(opts.bootstrap) as c:
+        with cluster(opts.bootstrap, opts.security) as c:
             c.refresh((opts.topic,), None)
 
 
@@ -81,7 +85,8 @@ def send_rows(opts: WriteOptions, rows: Iterator[Any]) -> WriteResult:
 
     worker_logging()
     errors, count, size = _ErrorCounter(), 0, 0
-    producer = Producer({"bootstrap.servers": opts.bootstrap, "client.id": "rill-spark-writer", **opts.producer})
+    producer = Producer({"bootstrap.servers": opts.bootstrap, "client.id": "rill-spark-writer", **opts.security,
+                         **opts.producer})
     try:
         for row in rows:
             fields = row.asDict()

@@ -18,6 +18,12 @@ generation it was started for; the buffers drop it if that generation is over.
   the new leader's state node restarts the fetchers (rill.client.zookeeper.replicated_view).
 - A corrupt message, or one larger than the fetch size limit, is reported to the
   application through the buffers (raised by the next poll or stream read).
+- Each fetcher connects to its broker's listener of the consumer's
+  ``security.protocol`` (the address the broker registered for it in ``/rill/brokers``)
+  with TLS and SASL as the security settings say. A refused handshake or login
+  (AuthenticationFailed: wrong password, untrusted certificate) is reported the same
+  way, so ``poll()`` raises it instead of waiting in silence, and retried every 2 s
+  (an operator may add the user meanwhile).
 
 ``FetcherPool.stop`` ends every thread and waits for them: at most one fetch wait
 plus one request later.
@@ -31,12 +37,13 @@ from typing import NamedTuple
 
 import structlog
 
-from rill.client.errors import (BrokerError, ConnectionClosed, CorruptMessageError, InvalidFetchSize,
-                                OffsetOutOfRange)
+from rill.client.errors import (AuthenticationFailed, BrokerError, ConnectionClosed, CorruptMessageError,
+                                InvalidFetchSize, OffsetOutOfRange)
 from rill.client.protocol import requests as rq
 from rill.client.protocol.framing import DecodeError
+from rill.client.security.client_security import ClientSecurity
 from rill.client.simple import DEFAULT_FETCH_SIZE_LIMIT, FetchResult, SimpleConsumer
-from rill.client.zookeeper.registry import BrokerRegistration
+from rill.client.zookeeper.registry import BrokerRegistration, client_listener
 from rill.client.zookeeper.streams import Chunk, PartitionKey, StreamBuffers, ZkRecord
 
 __all__ = ["FetchConfig", "FetchTarget", "FetcherPool"]
@@ -51,6 +58,13 @@ class FetchConfig(NamedTuple):
     max_wait_ms: int
     reset_to_smallest: bool
     socket_timeout_s: float
+    security: ClientSecurity | None = None
+    """TLS and SASL of every broker connection (None: PLAINTEXT)."""
+
+    @property
+    def listener(self) -> str:
+        """The brokers' listener the fetchers connect to (``security.protocol``)."""
+        return client_listener(self.security)
 
 
 class FetchTarget(NamedTuple):
@@ -71,16 +85,21 @@ class BrokerFetcher:
         self.config = config
         self.positions: dict[PartitionKey, int | None] = {t.key: t.offset for t in targets}
         self.stopping = threading.Event()
+        self.host, self.port, _ = broker.address_for(config.listener)
         self.thread = threading.Thread(target=self._run, name=f"rill-zk-fetcher-{broker.broker_id}", daemon=True)
-        self.log = log.bind(broker_id=broker.broker_id, broker=f"{broker.host}:{broker.port}", generation=generation)
+        self.log = log.bind(broker_id=broker.broker_id, broker=f"{self.host}:{self.port}", generation=generation)
 
     def start(self) -> None:
         self.thread.start()
 
     def _run(self) -> None:
-        client = SimpleConsumer(self.broker.host, self.broker.port, max_fetch_size=self.config.fetch_size,
+        listener = self.config.listener
+        if listener != "PLAINTEXT" and not self.broker.lists(listener):
+            self.log.warning("zookeeper_consumer.listener_not_registered", listener=listener,
+                             note="the broker registered no such listener: trying its registered address")
+        client = SimpleConsumer(self.host, self.port, max_fetch_size=self.config.fetch_size,
                                 fetch_size_limit=max(self.config.fetch_size, DEFAULT_FETCH_SIZE_LIMIT),
-                                timeout=self.config.socket_timeout_s)
+                                timeout=self.config.socket_timeout_s, security=self.config.security)
         failures = 0
         try:
             while not self.stopping.is_set():
@@ -90,6 +109,11 @@ class BrokerFetcher:
                 except (CorruptMessageError, InvalidFetchSize) as exc:
                     self.log.error("zookeeper_consumer.fetch_error", error=str(exc))
                     self.buffers.fail(exc)
+                    self.stopping.wait(MAX_BACKOFF_S)
+                except AuthenticationFailed as exc:  # the same settings fail the same way: say so, slowly
+                    self.log.error("zookeeper_consumer.authentication_failed", listener=listener, error=str(exc))
+                    self.buffers.fail(exc)
+                    client.close()
                     self.stopping.wait(MAX_BACKOFF_S)
                 except (ConnectionClosed, OSError, DecodeError, BrokerError) as exc:
                     if isinstance(exc, BrokerError) and not exc.retriable:

@@ -15,6 +15,10 @@ leader (unkeyed messages avoid them, keyed ones wait for the broker), and one th
 joins adds partitions at the end, so a queued batch never changes partition. These
 numbers are this producer's own (``SendResponse.partition``); the partition a message
 went to on its broker is logged and is the pair at that number (:meth:`ZkTopicLayout.pair`).
+
+Each broker is reached at its listener of the producer's ``security.protocol``, as the
+broker registered it in ``/rill/brokers/[id]`` (``/brokers/ids`` names one address only),
+and the connections carry the producer's TLS and SASL (``SenderConfig.security``).
 """
 
 from __future__ import annotations
@@ -26,12 +30,13 @@ import structlog
 from kazoo.client import KazooClient
 
 from rill.client.producer.accumulator import RecordAccumulator
-from rill.client.producer.in_flight import BrokerLink
+from rill.client.errors import AuthenticationFailed
+from rill.client.producer.in_flight import BrokerLink, InFlight
 from rill.client.producer.metadata_updater import Connect, MetadataUpdater, ProducerMetadata, Send, UpdaterFactory
 from rill.client.producer.sender import SenderConfig
 from rill.client.protocol import requests as rq
 from rill.client.structs import Address
-from rill.client.zookeeper.registry import ClusterSnapshot, RegistryView, parse_partition_name
+from rill.client.zookeeper.registry import ClusterSnapshot, RegistryView, client_listener, parse_partition_name
 
 log = structlog.get_logger(__name__)
 
@@ -46,9 +51,10 @@ class ZkTopicLayout:
         pairs = self._pairs.get(topic, [])
         return pairs[partition] if 0 <= partition < len(pairs) else None
 
-    def metadata(self, snapshot: ClusterSnapshot, names: Sequence[str]) -> rq.Metadata:
-        """METADATA as a broker would answer it, from the registry; a topic with no live broker is left out."""
-        brokers = [rq.BrokerInfo(b.broker_id, b.host, b.port, b.grpc_port) for b in snapshot.brokers.values()]
+    def metadata(self, snapshot: ClusterSnapshot, names: Sequence[str], listener: str = "PLAINTEXT") -> rq.Metadata:
+        """METADATA as a broker would answer it on ``listener``, from the registry (each broker at its
+        ``listener`` address, or its registered one if it lists none); a topic with no live broker is left out."""
+        brokers = [rq.BrokerInfo(b.broker_id, *b.address_for(listener)) for b in snapshot.brokers.values()]
         topics = []
         for name in names:
             listed = snapshot.topics.get(name, {})
@@ -70,7 +76,13 @@ class ZkTopicLayout:
 
 
 class ZkMetadataUpdater(MetadataUpdater):
-    """A MetadataUpdater fed by the registry instead of METADATA requests (send thread only)."""
+    """A MetadataUpdater fed by the registry instead of METADATA requests (send thread only).
+
+    The leaders come from ZooKeeper, not from a broker that let the producer in, so a
+    refused TLS handshake or SASL login shows only as an unreachable broker: the last
+    refusal (AuthenticationFailed, which names its broker) is kept and added to the
+    reason of the messages that expire waiting for one.
+    """
 
     def __init__(self, *args: Any, registry: RegistryView, layout: ZkTopicLayout) -> None:
         super().__init__(*args)
@@ -78,6 +90,18 @@ class ZkMetadataUpdater(MetadataUpdater):
         self.layout = layout
         self._applied: tuple[ClusterSnapshot, tuple[str, ...]] | None = None
         self.error = "no broker registered in ZooKeeper"
+        self._refused: str | None = None  # the last AuthenticationFailed, as text
+
+    def connection_failed(self, error: BaseException, requests: Sequence[InFlight]) -> None:
+        super().connection_failed(error, requests)
+        if isinstance(error, AuthenticationFailed):
+            self._refused = str(error)
+
+    def unreachable(self, topic: str, partition: int) -> str:
+        why = super().unreachable(topic, partition)
+        if self._refused is not None and self.cluster.leader(topic, partition) is not None:
+            return f"{why}; last refused: {self._refused}"
+        return why
 
     def update(self, now: float) -> float:
         """Re-derive the metadata when the registry or the topics changed (or it went stale)."""
@@ -89,7 +113,7 @@ class ZkMetadataUpdater(MetadataUpdater):
         if key == self._applied and now < self._not_before:
             return self._not_before  # stale, but nothing changed since: retry after the backoff
         self._not_before = now + self.config.retry_backoff
-        self.apply(self.layout.metadata(*key), key[1], now)
+        self.apply(self.layout.metadata(*key, client_listener(self.config.security)), key[1], now)
         self._applied = key
         return float("inf")
 

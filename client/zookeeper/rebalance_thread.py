@@ -272,7 +272,7 @@ class Rebalancer:
         snapshot = self.view.snapshot
         plan = group_assignment(self.group.consumer, members, topic_partitions(snapshot))
         keys = {partition_key(topic, name): thread for (topic, name), thread in plan.owned.items()}
-        placement = _placement(snapshot, keys)
+        placement = _placement(snapshot, keys, self.fetchers.config.listener)
         inputs = (self._session, plan.inputs)
         if self._last is not None and self._last[0] == inputs:
             if self._last[1] != placement:
@@ -335,7 +335,9 @@ class Rebalancer:
         self.fetchers.start(generation, targets)
 
 
-def _placement(snapshot: ClusterSnapshot, keys: Mapping[PartitionKey, str]) -> dict[PartitionKey, Address | None]:
-    """Where each owned partition is fetched from (its broker, or its leader); None: nowhere now."""
+def _placement(snapshot: ClusterSnapshot, keys: Mapping[PartitionKey, str],
+               listener: str) -> dict[PartitionKey, Address | None]:
+    """Where each owned partition is fetched from (its broker's, or its leader's, ``listener``
+    address); None: nowhere now."""
     brokers = {key: fetch_broker(snapshot, key) for key in keys}
-    return {key: None if b is None else (b.host, b.port) for key, b in brokers.items()}
+    return {key: None if b is None else b.address_for(listener)[:2] for key, b in brokers.items()}

@@ -12,6 +12,10 @@ The last is the topic's partition map for rill's native clients: partition ``i``
 the topic is the broker partition at index ``i``. Brokers only ever append to it
 (rill.broker.partition_map), so a partition's number never changes.
 
+A client finds a broker on its own listener (``security.protocol``) with
+:meth:`BrokerRegistration.address_for`: ``/brokers/ids`` names one address only (the
+PLAINTEXT listener's, when the broker has one).
+
 ``RegistryView`` reads all of it into an immutable ``ClusterSnapshot`` and keeps it
 current: every read sets a one-shot watch, and any watch firing (or the session
 reconnecting) wakes one refresher thread that reads everything again, so a burst of
@@ -36,6 +40,7 @@ import structlog
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import NoNodeError
 
+from rill.client.security.client_security import ClientSecurity
 from rill.client.zookeeper.wake_loop import run_when_woken
 
 log = structlog.get_logger(__name__)
@@ -62,6 +67,16 @@ class BrokerRegistration(NamedTuple):
             if name == listener:
                 return host, port, grpc_port
         return self.host, self.port, self.grpc_port
+
+    def lists(self, listener: str) -> bool:
+        """Whether the broker registered a ``listener`` endpoint (False for one that lists none: a
+        Kafka 0.7 broker, or a rill broker not yet in ``/rill/brokers``)."""
+        return any(name == listener for name, *_ in self.endpoints)
+
+
+def client_listener(security: ClientSecurity | None) -> str:
+    """The listener a client with ``security`` connects to: its ``security.protocol``, PLAINTEXT without."""
+    return security.protocol if security is not None else "PLAINTEXT"
 
 
 def parse_broker(broker_id: int, value: bytes) -> BrokerRegistration:

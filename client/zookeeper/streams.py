@@ -194,9 +194,15 @@ class StreamBuffers:
             self._cond.notify_all()
 
     def fail(self, error: Exception) -> None:
-        """Report a fetch error that the application must see (raised by the next take)."""
+        """Report a fetch error that the application must see (raised by the next take).
+
+        An error equal to one not yet raised (same type and message: a fetcher retrying
+        with the same bad password, say) is not queued again, so errors reported while
+        nobody takes do not pile up; each take raises at most one of them.
+        """
         with self._cond:
-            self._errors.append(error)
+            if not any(type(e) is type(error) and str(e) == str(error) for e in self._errors):
+                self._errors.append(error)
             self._cond.notify_all()
 
     # -- fetchers --------------------------------------------------------------------------

@@ -24,6 +24,11 @@ Replicated topics, which 0.7's layout does not list, are read from rill's
 Kafka 0.8 names them, fetched from their leaders (committed messages only) and followed
 to a new leader from the consumed offsets.
 
+With ``security.protocol`` (and ``ssl.*``, ``sasl.*``: every rill client's security
+settings) the fetchers connect to each broker's listener of that protocol, as the
+broker registered it in ZooKeeper, with TLS and SASL; ``poll()`` and the streams raise
+AuthenticationFailed when a broker refuses them. ZooKeeper is reached as before.
+
 A record counts as consumed once ``poll()`` or a stream has returned it: that is the
 offset committed (auto commit every ``autocommit.interval.ms``, at every rebalance
 before the partition is released, and at ``close()``), as in 0.7. Delivery is
@@ -50,6 +55,7 @@ from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
 from rill.client.errors import RillError
+from rill.client.security.client_security import from_settings
 from rill.client.topic_names import validate_topic
 from rill.client.zookeeper.assignment import FilterSubscription, StaticSubscription, Subscription, consumer_id
 from rill.client.zookeeper.fetcher_threads import FetchConfig, FetcherPool
@@ -115,7 +121,8 @@ class ZkConsumer:
     or as keywords with underscores (``rebalance_backoff_ms=500``).
 
     Raises:
-        ConfigError: an unknown setting or a bad value.
+        ConfigError: an unknown setting or a bad value (unreadable TLS files, a SASL
+            protocol without ``sasl.plain.username``).
         ZkConsumerError: ZooKeeper could not be reached within ``zk.connectiontimeout.ms``.
     """
 
@@ -127,6 +134,7 @@ class ZkConsumer:
         if group is not None:
             extra["groupid"] = group
         self.settings = zk_consumer_settings(config, extra)
+        self.security = from_settings(self.settings)  # before ZooKeeper: bad TLS files fail here
         self.group = self.settings["groupid"]
         self.consumer_id = consumer_id(self.group, socket.gethostname(), int(time.time() * 1000),
                                        given=self.settings["consumerid"])
@@ -209,7 +217,7 @@ class ZkConsumer:
         buffers = StreamBuffers(streams, s["queuedchunks.max"])
         fetchers = FetcherPool(buffers, FetchConfig(s["fetch.size"], s["fetch.wait.max.ms"],
                                                     s["autooffset.reset"] == "smallest",
-                                                    s["socket.timeout.ms"] / 1000))
+                                                    s["socket.timeout.ms"] / 1000, self.security))
         config = RebalanceConfig(s["rebalance.retries.max"], s["rebalance.backoff.ms"] / 1000,
                                  s["autocommit.enable"], s["autocommit.interval.ms"] / 1000)
         self._buffers = buffers

@@ -8,6 +8,12 @@ unknown keys raise ConfigError (see :mod:`rill.client.client_config`). ``zookeep
 0.7 settings with no use here (``socket.*``, ``mirror.*``, ``backoff.increment.ms``)
 are refused rather than ignored. ``fetch.wait.max.ms`` is rill's: the fetchers long-poll
 the broker (rill's request type) instead of sleeping between empty fetches.
+
+The security settings are every rill client's, with kafka-python's names
+(``security.protocol``, ``ssl.*``, ``sasl.*``; rill.client.security.client_security). With
+``security.protocol`` X the fetchers connect to each broker's X listener, as the broker
+registered it in ``/rill/brokers/[id]`` (``/brokers/ids/[id]`` names only one address).
+ZooKeeper itself is reached without them.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rill.client.client_config import ConfigError, Setting, boolean, choice, non_negative, positive, resolve
+from rill.client.security.client_security import SECURITY_SETTINGS
 
 OFFSET_RESETS = ("smallest", "largest")
 
@@ -63,6 +70,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("consumer.timeout.ms", -1, "a stream iterator ends after this long without a message; "
             "-1: never", _timeout),
     Setting("socket.timeout.ms", 30_000, "deadline of a request to a broker", positive(int)),
+    *SECURITY_SETTINGS,
 )
 
 
