@@ -34,12 +34,14 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
+from rill.client.cli.command_config import security_of
 from rill.client.cli.common import CliError
 from rill.client.errors import RillError
+from rill.client.security.client_security import ClientSecurity
 from rill.client.simple import SimpleConsumer
 from rill.client.zookeeper.assignment import Subscription, decode_subscription
 from rill.client.zookeeper.consumer_nodes import GroupDirs
-from rill.client.zookeeper.registry import ClusterSnapshot
+from rill.client.zookeeper.registry import ClusterSnapshot, client_listener
 from rill.client.zookeeper.replicated_view import (ReplicatedRegistryView, fetch_broker, partition_key,
                                                    topic_partitions)
 
@@ -128,7 +130,7 @@ def _snapshot(zk: KazooClient, timeout: float) -> ClusterSnapshot:
 
 
 def _partitions(zk: KazooClient, dirs: GroupDirs, members: dict[str, Subscription | None],
-                snapshot: ClusterSnapshot) -> list[PartitionRow]:
+                snapshot: ClusterSnapshot, security: ClientSecurity | None = None) -> list[PartitionRow]:
     known = topic_partitions(snapshot)
     listed = {t: set(_children(zk, f"{dirs.offsets}/{t}")) | set(_children(zk, f"{dirs.owners}/{t}"))
               for t in set(_children(zk, dirs.offsets)) | set(_children(zk, dirs.owners))}
@@ -138,7 +140,7 @@ def _partitions(zk: KazooClient, dirs: GroupDirs, members: dict[str, Subscriptio
     names = [(t, n) for t in sorted(listed) for n in known.get(t, []) + sorted(listed[t] - set(known.get(t, [])))]
     offsets = _values(zk, [f"{dirs.offsets}/{t}/{n}" for t, n in names])
     owners = _values(zk, [f"{dirs.owners}/{t}/{n}" for t, n in names])
-    bounds = _Bounds(snapshot)
+    bounds = _Bounds(snapshot, security)
     rows = []
     for t, n in names:
         text = offsets[f"{dirs.offsets}/{t}/{n}"]
@@ -152,8 +154,9 @@ def _partitions(zk: KazooClient, dirs: GroupDirs, members: dict[str, Subscriptio
 class _Bounds:
     """Log start and end of partitions, asked of their brokers (one connection per broker)."""
 
-    def __init__(self, snapshot: ClusterSnapshot) -> None:
+    def __init__(self, snapshot: ClusterSnapshot, security: ClientSecurity | None = None) -> None:
         self.snapshot = snapshot
+        self.security = security  # --command-config: each broker is asked on the client's own listener
         self.clients: dict[int, SimpleConsumer] = {}
 
     def of(self, topic: str, name: str) -> tuple[int | None, int | None]:
@@ -167,7 +170,9 @@ class _Bounds:
         try:
             client = self.clients.get(broker.broker_id)
             if client is None:
-                client = self.clients[broker.broker_id] = SimpleConsumer(broker.host, broker.port, timeout=10.0)
+                host, port, _ = broker.address_for(client_listener(self.security))
+                client = self.clients[broker.broker_id] = SimpleConsumer(host, port, timeout=10.0,
+                                                                         security=self.security)
             return client.earliest_offset(topic, key.partition), client.latest_offset(topic, key.partition)
         except RillError:
             return None, None
@@ -189,7 +194,7 @@ def run_describe_zookeeper(args: argparse.Namespace, group: str) -> int:
     with _connected(args.zookeeper, args.timeout) as zk:
         dirs = _group_dirs(zk, args.zookeeper, group)
         members = _members(zk, dirs)
-        rows = _partitions(zk, dirs, members, _snapshot(zk, args.timeout))
+        rows = _partitions(zk, dirs, members, _snapshot(zk, args.timeout), security_of(args))
     print(f"Group {group}: {len(members)} member(s), offsets and owners in ZooKeeper {args.zookeeper}")
     print("TOPIC\tPARTITION\tCOMMITTED\tEND\tLAG_BYTES\tOWNER")
     for r in rows:
