@@ -50,12 +50,14 @@ class BrokerConnection:
     """
 
     def __init__(self, host: str, port: int, timeout: float | None = 30.0, *,
-                 max_response_size: int = DEFAULT_MAX_RESPONSE_SIZE, security: ClientSecurity | None = None) -> None:
+                 max_response_size: int = DEFAULT_MAX_RESPONSE_SIZE, security: ClientSecurity | None = None,
+                 client_id: str = "") -> None:
         self.host = host
         self.port = port
         self.timeout = timeout
         self.max_response_size = max_response_size
-        self._socket: BrokerSocket[None] = BrokerSocket((host, port), max_response_size, security=security)
+        self._socket: BrokerSocket[None] = BrokerSocket((host, port), max_response_size, security=security,
+                                                         client_id=client_id)
         self._socket.connect_blocking(timeout)
 
     def __repr__(self) -> str:

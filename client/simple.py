@@ -75,9 +75,10 @@ class _Client:
     """A lazily opened connection, with one lock around each request."""
 
     def __init__(self, host: str, port: int, timeout: float | None, max_response_size: int,
-                 security: ClientSecurity | None = None) -> None:
+                 security: ClientSecurity | None = None, client_id: str = "") -> None:
         self.host = host
         self.security = security
+        self.client_id = client_id  # sent once per connection (CLIENT_HELLO), for the broker's client quotas
         self.port = port
         self.timeout = timeout
         self.max_response_size = max_response_size
@@ -97,7 +98,8 @@ class _Client:
     def _connection(self) -> BrokerConnection:
         if self._conn is None or self._conn.closed:
             self._conn = BrokerConnection(self.host, self.port, self.timeout,
-                                          max_response_size=self.max_response_size, security=self.security)
+                                          max_response_size=self.max_response_size, security=self.security,
+                                          client_id=self.client_id)
         return self._conn
 
     def _request(self, frame: bytes, *, retry: bool, timeout: float | None = SAME_TIMEOUT) -> memoryview:
@@ -163,10 +165,11 @@ class SimpleConsumer(_Client):
 
     def __init__(self, host: str, port: int, *, max_fetch_size: int = DEFAULT_MAX_FETCH_SIZE,
                  fetch_size_limit: int = DEFAULT_FETCH_SIZE_LIMIT, timeout: float | None = 30.0,
-                 max_response_size: int = DEFAULT_MAX_RESPONSE_SIZE, security: ClientSecurity | None = None) -> None:
+                 max_response_size: int = DEFAULT_MAX_RESPONSE_SIZE, security: ClientSecurity | None = None,
+                 client_id: str = "") -> None:
         if max_fetch_size <= 0 or fetch_size_limit < max_fetch_size:
             raise ValueError("need 0 < max_fetch_size <= fetch_size_limit")
-        super().__init__(host, port, timeout, max(max_response_size, fetch_size_limit + 64), security)
+        super().__init__(host, port, timeout, max(max_response_size, fetch_size_limit + 64), security, client_id)
         self.max_fetch_size = max_fetch_size
         self.fetch_size_limit = fetch_size_limit
 
@@ -374,8 +377,9 @@ class SimpleProducer(_Client):
 
     def __init__(self, host: str, port: int, *, acks: int = rq.Acks.APPEND, codec: int = CODEC_NONE,
                  timeout: float | None = 30.0, ack_timeout_ms: int | None = None,
-                 max_response_size: int = DEFAULT_MAX_RESPONSE_SIZE, security: ClientSecurity | None = None) -> None:
-        super().__init__(host, port, timeout, max_response_size, security)
+                 max_response_size: int = DEFAULT_MAX_RESPONSE_SIZE, security: ClientSecurity | None = None,
+                 client_id: str = "") -> None:
+        super().__init__(host, port, timeout, max_response_size, security, client_id)
         self.acks = rq.Acks(acks)
         self.codec = codec
         if ack_timeout_ms is None:

@@ -14,8 +14,9 @@ What is counted (rill.broker.security.quota_manager does the arithmetic):
 - ``request_percentage``: the event loop's time spent handling each request.
 
 The quota group is the connection's principal's user name (``ANONYMOUS`` when it did not
-authenticate) and, since rill's data plane carries no client id, the ``<default>`` client
-id. Brokers' own connections (replica fetches) are never counted, as replication is not
+authenticate) and the client id it named with CLIENT_HELLO (rill's clients send their
+``client.id``; a Kafka 0.7 client names none and is the ``<default>`` client id).
+Brokers' own connections (replica fetches) are never counted, as replication is not
 a client in Kafka either.
 
 Runs on the event-loop thread. When no quota is configured anywhere, a request costs
@@ -56,10 +57,10 @@ class ConnectionQuotas:
         if conn.replica:
             return
         now = time.monotonic()
-        user = name_of(conn.principal)
-        delay = self.manager.record_request_time(user, "", seconds, now)
+        user, client_id = name_of(conn.principal), conn.client_id
+        delay = self.manager.record_request_time(user, client_id, seconds, now)
         if kind in PRODUCE_TYPES:
-            delay = max(delay, self.manager.record_produce(user, "", nbytes, now))
+            delay = max(delay, self.manager.record_produce(user, client_id, nbytes, now))
         self._mute(conn, delay, now)
 
     def fetched(self, conn: Connection, nbytes: int) -> None:
@@ -67,7 +68,7 @@ class ConnectionQuotas:
         if conn.replica or not self.manager.configured:
             return
         now = time.monotonic()
-        self._mute(conn, self.manager.record_fetch(name_of(conn.principal), "", nbytes, now), now)
+        self._mute(conn, self.manager.record_fetch(name_of(conn.principal), conn.client_id, nbytes, now), now)
 
     def _mute(self, conn: Connection, delay: float, now: float) -> None:
         if delay <= 0.0:

@@ -33,6 +33,7 @@ from rill.client.errors import (BrokerError, ErrorCode, InvalidFetchSize, Invali
                                 NotLeaderForPartition, OffsetNotAvailable, TopicAuthorizationFailed, UnknownTopic)
 from rill.client.protocol import requests as rq
 from rill.client.protocol.fetch_response import fetch_response_parts, multifetch_response_parts
+from rill.client.protocol.client_hello import ClientHelloRequest, valid_client_id
 from rill.client.protocol.sasl_requests import SaslHandshakeRequest
 from rill.client.protocol.replica_fetch import (NO_EPOCH, ReplicaFetchBlock, ReplicaFetchRequest,
                                                 replica_fetch_response_parts)
@@ -82,6 +83,7 @@ class RequestHandlers:
             rq.RequestType.REPLICA_FETCH: self.replica_fetch,
             rq.RequestType.SASL_HANDSHAKE: self.sasl_out_of_order,
             rq.RequestType.SASL_AUTHENTICATE: self.sasl_out_of_order,
+            rq.RequestType.CLIENT_HELLO: self.client_hello,
         }
 
     def __call__(self, conn: Connection, body: memoryview) -> Slot | None:
@@ -97,9 +99,17 @@ class RequestHandlers:
         finally:
             quotas.after_request(conn, kind, len(body), time.perf_counter() - started)
 
+    def client_hello(self, conn: Connection, req: ClientHelloRequest) -> Slot:
+        """The connection's client id, for client quotas; a malformed one is InvalidRequest (left unnamed)."""
+        if not valid_client_id(req.client_id):
+            return Slot([rq.response_header(int(ErrorCode.INVALID_REQUEST), 0)])
+        conn.client_id = req.client_id
+        return Slot([rq.response_header(0, 0)])
+
     def sasl_out_of_order(self, conn: Connection, req: object) -> Slot:
         """SASL on a listener without it, or after authenticating: IllegalSaslState, then the connection closes."""
-        kind = rq.RequestType.SASL_HANDSHAKE if isinstance(req, SaslHandshakeRequest) else rq.RequestType.SASL_AUTHENTICATE
+        kind = (rq.RequestType.SASL_HANDSHAKE if isinstance(req, SaslHandshakeRequest)
+                else rq.RequestType.SASL_AUTHENTICATE)
         return refuse_out_of_order(conn, kind, "SASL on a listener without SASL, or after authentication")
 
     # ---------------------------------------------------------------- produce
@@ -238,7 +248,9 @@ class RequestHandlers:
 
     def _unreadable(self, conn: Connection, fetches: list[rq.FetchRequest], request: str) -> set[str]:
         """The topics of ``fetches`` the principal may not Read (none without the authorizer)."""
-        return self.acls.denied_topics(conn, Operation.READ, (f.topic for f in fetches), request) if self.acls else set()
+        if self.acls is None:
+            return set()
+        return self.acls.denied_topics(conn, Operation.READ, (f.topic for f in fetches), request)
 
     def fetch(self, conn: Connection, req: rq.FetchRequest) -> Slot:
         if self._unreadable(conn, [req], "fetch"):

@@ -112,6 +112,7 @@ class Connection:
         self.muted_until = 0.0
         """Over a client quota: not read until then (monotonic seconds; 0: not muted; connection_quotas)."""
         self.replica = False  # a broker's replica fetches come in here: no client quota applies
+        self.client_id = ""  # from CLIENT_HELLO ("": the default client id, as every Kafka 0.7 client)
         self.on_fetched: Callable[[Connection, int], None] | None = None
         """Told the message bytes of each fetch response queued (client quotas; None: not counted)."""
 

@@ -145,7 +145,8 @@ class TlsConnection(Connection):
             want = min(CHUNK, part.length - self._out_pos)
             chunk = os.pread(part.file.fileno(), want, part.position + self._out_pos)
             if len(chunk) < want:  # the file is shorter than the slice: never send a short response
-                raise OSError(f"segment file ended inside a fetch slice at {part.position + self._out_pos + len(chunk)}")
+                end = part.position + self._out_pos + len(chunk)
+                raise OSError(f"segment file ended inside a fetch slice at {end}")
             self._chunk = chunk
         try:
             sent = self.sock.send(chunk)

@@ -12,6 +12,7 @@ needs"), with the connection's principal and address:
 | CREATE_TOPIC | Create on the cluster, or on the topic |
 | REPLICA_FETCH | ClusterAction on the cluster (brokers only) |
 | SASL_HANDSHAKE, SASL_AUTHENTICATE | nothing (they are how a client authenticates) |
+| CLIENT_HELLO | nothing (it names the client for quotas) |
 
 A refusal is the request type's own error code, per partition where the response has
 one (TopicAuthorizationFailed, 25; ClusterAuthorizationFailed, 27), never a closed
@@ -54,6 +55,7 @@ CHECKS: dict[RequestType, str] = {
     RequestType.REPLICA_FETCH: "ClusterAction Cluster",
     RequestType.SASL_HANDSHAKE: "none",
     RequestType.SASL_AUTHENTICATE: "none",
+    RequestType.CLIENT_HELLO: "none",
 }
 """Every request type's check, as docs/security.md states it (a test holds each to it)."""
 

@@ -118,7 +118,8 @@ class Consumer(SubscriptionCalls, PositionCalls, GroupOffsetCalls, IterationCall
         self._fetcher = Fetcher(self._subscription, self._metadata, self._network, FetchConfig(
             max_bytes=settings["fetch.max.bytes"], max_partition_bytes=settings["max.partition.fetch.bytes"],
             max_wait_ms=settings["fetch.max.wait.ms"], min_bytes=settings["fetch.min.bytes"],
-            request_timeout=request_timeout, retry_backoff=retry_backoff), self._clock)
+            request_timeout=request_timeout, retry_backoff=retry_backoff, client_id=settings["client.id"]),
+            self._clock)
         self._offsets = OffsetFetcher(self._subscription, self._metadata, self._fetcher, self._fetcher.config,
                                       self._clock)
         self._group: GroupClient | None = None

@@ -63,6 +63,7 @@ class FetchConfig(NamedTuple):
     min_bytes: int
     request_timeout: float  # seconds
     retry_backoff: float  # seconds
+    client_id: str = ""  # client.id, sent in CLIENT_HELLO (client quotas)
 
 
 class _Request(NamedTuple):
@@ -220,7 +221,8 @@ class Fetcher:
         """
         channel: Channel = BrokerSocket((broker.host, broker.port),
                                         max(self.config.max_bytes, DEFAULT_FETCH_SIZE_LIMIT) + RESPONSE_OVERHEAD,
-                                        node_id=node, security=self.metadata.security)
+                                        node_id=node, security=self.metadata.security,
+                                        client_id=self.config.client_id)
         channel.connect(now, self.config.request_timeout)
         return channel
 

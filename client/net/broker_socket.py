@@ -48,6 +48,7 @@ import structlog
 
 from rill.client.errors import ConnectionClosed
 from rill.client.net.connection_setup import ConnectionSetup
+from rill.client.protocol.client_hello import valid_client_id
 from rill.client.protocol.connection import DEFAULT_MAX_RESPONSE_SIZE, ProtocolConnection
 from rill.client.protocol.framing import DecodeError
 from rill.client.security.client_security import ClientSecurity
@@ -86,7 +87,7 @@ class BrokerSocket(Generic[C]):
     """A connection to the broker at ``address``; requests carry a caller's context of type ``C``."""
 
     def __init__(self, address: Address, max_response_size: int = DEFAULT_MAX_RESPONSE_SIZE, *,
-                 node_id: int = -1, security: ClientSecurity | None = None) -> None:
+                 node_id: int = -1, security: ClientSecurity | None = None, client_id: str = "") -> None:
         self.address = address
         self.node_id = node_id  # the broker's id, when the caller knows it
         self.name = f"{address[0]}:{address[1]}"
@@ -100,7 +101,8 @@ class BrokerSocket(Generic[C]):
         self.failures = 0  # consecutive failed connections (each tries the next resolved address)
         self._blocking = False
         self.security = security
-        self._setup: ConnectionSetup | None = None  # TLS/SASL under way (CONNECTING)
+        self.client_id = client_id if valid_client_id(client_id) and client_id.isascii() else ""
+        self._setup: ConnectionSetup | None = None  # TLS/SASL/CLIENT_HELLO under way (CONNECTING)
         self._setup_events = selectors.EVENT_WRITE
         self._tls = False
         self._tls_chunk: bytes | None = None  # a TLS write that would block: resent unchanged
@@ -164,7 +166,7 @@ class BrokerSocket(Generic[C]):
             if code:
                 self.fail_now()
                 raise ConnectionClosed(f"cannot connect to broker {self.name}: {os.strerror(code)}")
-            if self.security is not None:
+            if self.security is not None or self.client_id:
                 self._start_setup()
         if self._setup is not None:
             try:
@@ -178,12 +180,12 @@ class BrokerSocket(Generic[C]):
         self._connected()
 
     def _start_setup(self) -> None:
-        assert self.sock is not None and self.security is not None
+        assert self.sock is not None
         if self.sock.family in (socket.AF_INET, socket.AF_INET6):
             self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # before the handshake's small writes
-        self._setup = ConnectionSetup(self.security, str(self.address[0]), self.name)
+        self._setup = ConnectionSetup(self.security, str(self.address[0]), self.name, self.client_id)
         self.sock = self._setup.wrap(self.sock)
-        self._tls = self.security.tls
+        self._tls = self.security is not None and self.security.tls
         self._tls_chunk = None
 
     def connect_blocking(self, timeout: float | None) -> None:
@@ -208,7 +210,7 @@ class BrokerSocket(Generic[C]):
                 continue
             self.sock = sock
             self._blocking = True
-            if self.security is not None:
+            if self.security is not None or self.client_id:
                 self._start_setup()
                 try:
                     self.finish_connect()

@@ -1,4 +1,4 @@
-"""Setting up a secure connection once TCP is connected: the TLS handshake, then SASL.
+"""Setting up a connection once TCP is connected: the TLS handshake, then SASL, then CLIENT_HELLO.
 
 :class:`ConnectionSetup` drives both on a socket, in either of
 :class:`~rill.client.net.broker_socket.BrokerSocket`'s modes: non-blocking (each
@@ -6,8 +6,10 @@
 waits for; the owner's selector loop calls it again) or blocking (one call runs it
 all, each operation bounded by the socket's timeout). The SASL exchange is
 :class:`~rill.client.security.sasl_client.SaslClientSession`'s; this only moves its
-frames. Until it is done the connection's queued requests stay queued: no request
-goes out before the client is authenticated.
+frames. Last, a client with a ``client.id`` names itself (CLIENT_HELLO,
+rill.client.protocol.client_hello: the broker's client quotas know it by it). Until all
+is done the connection's queued requests stay queued: no request goes out before the
+client is authenticated and named.
 
 Failures raise :class:`~rill.client.errors.AuthenticationFailed` (a ConnectionClosed)
 with the reason in words: the broker's certificate refused, a listener that is not
@@ -21,6 +23,7 @@ import socket
 import ssl
 
 from rill.client.errors import AuthenticationFailed, BrokerError, ConnectionClosed
+from rill.client.protocol.client_hello import encode_client_hello
 from rill.client.protocol.framing import INT32
 from rill.client.security.client_security import ClientSecurity
 from rill.client.security.sasl_client import SaslClientSession
@@ -34,19 +37,21 @@ _MAX_RESPONSE = 70 * 1024  # a SASL response: a token of at most 64 KiB and its 
 class ConnectionSetup:
     """TLS and/or SASL for one connection attempt to ``host`` (named ``name`` in messages)."""
 
-    def __init__(self, security: ClientSecurity, host: str, name: str) -> None:
+    def __init__(self, security: ClientSecurity | None, host: str, name: str, client_id: str = "") -> None:
         self.security = security
         self.host = host
         self.name = name
-        self._handshaking = security.tls
+        self._handshaking = security is not None and security.tls
         self._sasl = SaslClientSession(security.sasl_mechanism, security.username, security.password) \
-            if security.sasl else None
+            if security is not None and security.sasl else None
+        self._hello = encode_client_hello(client_id) if client_id else b""
+        self._hello_sent = not client_id
         self._out = self._sasl.first_frame() if self._sasl is not None else b""
         self._in = bytearray()
 
     def wrap(self, sock: socket.socket) -> socket.socket:
         """The socket to use: ``sock`` wrapped in TLS (handshake not started) when the protocol has TLS."""
-        context = self.security.ssl_context
+        context = self.security.ssl_context if self.security is not None else None
         if context is None:
             return sock
         return context.wrap_socket(sock, server_hostname=self.host, do_handshake_on_connect=False)
@@ -62,9 +67,16 @@ class ConnectionSetup:
             wanted = self._handshake(sock)
             if wanted:
                 return wanted
-        if self._sasl is None or self._sasl.done:
-            return 0
-        return self._exchange(sock)
+        if self._sasl is not None and not self._sasl.done:
+            wanted = self._exchange(sock)
+            if wanted:
+                return wanted
+        if not self._hello_sent:
+            self._hello_sent = True
+            self._out = self._hello
+        if self._hello:
+            return self._greet(sock)
+        return 0
 
     def _handshake(self, sock: socket.socket) -> int:
         assert isinstance(sock, ssl.SSLSocket)
@@ -86,21 +98,37 @@ class ConnectionSetup:
         self._handshaking = False
         return 0
 
+    def _greet(self, sock: socket.socket) -> int:
+        """Send CLIENT_HELLO and read its answer (an error there only leaves the connection unnamed)."""
+        wanted = self._send(sock, "CLIENT_HELLO")
+        if wanted:
+            return wanted
+        body = self._receive(sock)
+        if body is None:
+            return selectors.EVENT_READ
+        self._hello = b""
+        return 0
+
+    def _send(self, sock: socket.socket, during: str) -> int:
+        """Send what is left of the frame being sent: 0 when sent, else the events to wait for."""
+        while self._out:
+            try:
+                sent = sock.send(self._out)
+            except (BlockingIOError, ssl.SSLWantWriteError):
+                return selectors.EVENT_WRITE
+            except ssl.SSLWantReadError:
+                return selectors.EVENT_READ
+            except OSError as exc:
+                raise ConnectionClosed(f"connection to broker {self.name} failed during {during}: {exc}") from exc
+            self._out = self._out[sent:]
+        return 0
+
     def _exchange(self, sock: socket.socket) -> int:
         assert self._sasl is not None
         while True:
-            if self._out:
-                try:
-                    sent = sock.send(self._out)
-                except (BlockingIOError, ssl.SSLWantWriteError):
-                    return selectors.EVENT_WRITE
-                except ssl.SSLWantReadError:
-                    return selectors.EVENT_READ
-                except OSError as exc:
-                    raise ConnectionClosed(f"connection to broker {self.name} failed during SASL: {exc}") from exc
-                self._out = self._out[sent:]
-                if self._out:
-                    continue
+            wanted = self._send(sock, "SASL")
+            if wanted:
+                return wanted
             body = self._receive(sock)
             if body is None:
                 return selectors.EVENT_READ

@@ -271,7 +271,8 @@ class Sender:
         when to try again."""
         link = self._links.get(address)
         if link is None:
-            link = self._links[address] = BrokerLink(address, security=self.config.security)
+            link = self._links[address] = BrokerLink(address, security=self.config.security,
+                                                     client_id=self.config.client_id)
         if link.state is not SocketState.DISCONNECTED:
             return float("inf")
         if link.retry_at > now:

@@ -1,6 +1,6 @@
 """Requests and responses of the Kafka 0.7 protocol and rill's extensions.
 
-Types 0-4 are byte-exact with Kafka 0.7; 5-12 are rill's (docs/protocol.md gives
+Types 0-4 are byte-exact with Kafka 0.7; 5-13 are rill's (docs/protocol.md gives
 every layout). A request frame is ``size int32, type int16, body``; single-partition
 requests (0, 1, 4) start their body with ``topic string16, partition int32``.
 A response frame is ``size int32, error int16, body``. Responses come back in the
@@ -25,6 +25,7 @@ from rill.client.protocol.fetch_response import decode_fetch_response as decode_
 from rill.client.protocol.fetch_response import decode_multifetch_response as decode_multifetch_response
 from rill.client.protocol.fetch_response import response_header as response_header
 from rill.client.protocol.framing import INT16, INT32, INT64, DecodeError, Reader, string16
+from rill.client.protocol.client_hello import ClientHelloRequest, decode_client_hello
 from rill.client.protocol.replica_fetch import ReplicaFetchRequest, decode_replica_fetch
 from rill.client.protocol.sasl_requests import (SaslAuthenticateRequest, SaslHandshakeRequest, decode_sasl_authenticate,
                                                 decode_sasl_handshake)
@@ -44,6 +45,7 @@ class RequestType(IntEnum):
     REPLICA_FETCH = 10  # rill: a follower's fetch from its leader (replica_fetch.py)
     SASL_HANDSHAKE = 11  # rill (Kafka's SaslHandshake): the SASL mechanism (sasl_requests.py)
     SASL_AUTHENTICATE = 12  # rill (Kafka's SaslAuthenticate): one token of the SASL exchange
+    CLIENT_HELLO = 13  # rill: the client's client.id, once per connection (client_hello.py)
 
 
 class Acks(IntEnum):
@@ -121,7 +123,7 @@ class CreateTopicRequest(NamedTuple):
 
 Request = Union[ProduceRequest, FetchRequest, MultiFetchRequest, MultiProduceRequest, OffsetsRequest,
                 ProduceAckRequest, FetchWaitRequest, MetadataRequest, CreateTopicRequest, TimeIndexRequest,
-                ReplicaFetchRequest, SaslHandshakeRequest, SaslAuthenticateRequest]
+                ReplicaFetchRequest, SaslHandshakeRequest, SaslAuthenticateRequest, ClientHelloRequest]
 
 
 # ---------------------------------------------------------------- server side
@@ -160,6 +162,7 @@ _DECODERS: dict[int, Callable[[Reader], Request]] = {
     RequestType.REPLICA_FETCH: decode_replica_fetch,
     RequestType.SASL_HANDSHAKE: decode_sasl_handshake,
     RequestType.SASL_AUTHENTICATE: decode_sasl_authenticate,
+    RequestType.CLIENT_HELLO: decode_client_hello,
 }
 
 

@@ -36,7 +36,8 @@ from rill.client.security.scram_credentials import CredentialStore
 from rill.client.simple import SimpleConsumer, SimpleProducer
 
 TOPIC = "guarded"
-SASL_ONLY = {rq.RequestType.SASL_HANDSHAKE, rq.RequestType.SASL_AUTHENTICATE}
+SASL_ONLY = {rq.RequestType.SASL_HANDSHAKE, rq.RequestType.SASL_AUTHENTICATE, rq.RequestType.CLIENT_HELLO}
+"""Need no ACL: how a client authenticates and names itself."""
 
 
 @pytest.fixture

@@ -38,6 +38,8 @@ def broker(tmp_path: Path) -> Iterator[RunningBroker]:
             CredentialStore(configs).set_password(user, f"{user}-secret")
     assert rill(["quotas", "set", "--user", "alice", "--producer-byte-rate", str(QUOTA),
                  "--consumer-byte-rate", str(QUOTA), "--data-dir", str(data)]) == 0
+    assert rill(["quotas", "set", "--user", "bob", "--client-id", "etl", "--producer-byte-rate", str(QUOTA),
+                 "--data-dir", str(data)]) == 0
     with running_broker(data, listeners="SASL_PLAINTEXT://127.0.0.1:0", quota_window_size_seconds=0.1) as b:
         yield b
 
@@ -47,10 +49,12 @@ def security(user: str) -> object:
                           "sasl.plain.username": user, "sasl.plain.password": f"{user}-secret"})
 
 
-def produce_for(broker: RunningBroker, user: str, topic: str, seconds: float, out: dict[str, float]) -> None:
-    """Produce as fast as acknowledgements allow; record the bytes per second after a 1 s warm-up."""
+def produce_for(broker: RunningBroker, user: str, topic: str, seconds: float, out: dict[str, float],
+                client_id: str = "") -> None:
+    """Produce as fast as acknowledgements allow; record the bytes per second after a 1 s warm-up
+    (in ``out`` under the user's name, or its client id)."""
     with SimpleProducer("127.0.0.1", broker.listener_port("SASL_PLAINTEXT"), acks=1, timeout=60,
-                        security=security(user)) as producer:  # type: ignore[arg-type]
+                        security=security(user), client_id=client_id) as producer:  # type: ignore[arg-type]
         started = time.monotonic()
         counted, since = 0, None
         while time.monotonic() - started < seconds:
@@ -60,7 +64,7 @@ def produce_for(broker: RunningBroker, user: str, topic: str, seconds: float, ou
                 since = time.monotonic()
             elif since is not None:
                 counted += sum(len(v) for v in BATCH)
-        out[user] = counted / (time.monotonic() - since) if since else 0.0
+        out[client_id or user] = counted / (time.monotonic() - since) if since else 0.0
 
 
 def test_a_producer_is_held_to_its_quota_while_another_runs_free(broker: RunningBroker) -> None:
@@ -98,3 +102,18 @@ def test_a_consumer_is_held_to_its_quota(broker: RunningBroker) -> None:
     rate = counted / (time.monotonic() - since) if since else 0.0
     print("fetch rate", rate)
     assert abs(rate / QUOTA - 1) < 0.10, rate
+
+
+def test_a_client_id_quota_holds_that_client_only(broker: RunningBroker) -> None:
+    """bob's quota is on his client id "etl" (users/bob/clients/etl): that client is held to it, his
+    other client (client id "adhoc") is not. rill's clients name themselves with CLIENT_HELLO."""
+    rates: dict[str, float] = {}
+    threads = [threading.Thread(target=produce_for, args=(broker, "bob", f"{cid}-topic", 6.0, rates, cid))
+               for cid in ("etl", "adhoc")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    print("rates", rates)
+    assert abs(rates["etl"] / QUOTA - 1) < 0.10, rates
+    assert rates["adhoc"] > 4 * QUOTA, rates

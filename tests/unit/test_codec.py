@@ -17,6 +17,7 @@ from rill.client.errors import CorruptMessageError
 from rill.client.protocol import messages as m
 from rill.client.protocol import requests as rq
 from rill.client.protocol import sasl_requests as sasl
+from rill.client.protocol.client_hello import encode_client_hello
 from rill.client.protocol.framing import INT32, DecodeError, FrameDecoder, FrameTooLarge, Reader
 from rill.client.protocol.replica_fetch import ReplicaFetchPartition, ReplicaFetchRequest, encode_replica_fetch
 
@@ -255,6 +256,7 @@ def test_truncated_or_extended_requests_raise_decode_error(kind: rq.RequestType,
             1, 500, 1, [ReplicaFetchPartition("t", 0, 3, 100, 2, 1 << 20)])),
         rq.RequestType.SASL_HANDSHAKE: sasl.encode_sasl_handshake("SCRAM-SHA-256"),
         rq.RequestType.SASL_AUTHENTICATE: sasl.encode_sasl_authenticate(b"n,,n=alice,r=abc"),
+        rq.RequestType.CLIENT_HELLO: encode_client_hello("app-1"),
     }
     body = frames[kind][4:]
     cut = data.draw(st.integers(2, len(body) - 1))

@@ -16,7 +16,8 @@ from rill.client.protocol import requests as rq
 
 
 class FakeBroker:
-    """Accepts connections and answers each request with ``answer(kind, request, port)`` (None: no answer)."""
+    """Accepts connections and answers each request with ``answer(kind, request, port)`` (None: no answer);
+    CLIENT_HELLO is answered as a broker does, and not recorded."""
 
     def __init__(self, answer: Callable[[int, Any, int], bytes | None]) -> None:
         self.answer = answer
@@ -40,6 +41,9 @@ class FakeBroker:
             while True:
                 (size,) = struct.unpack(">i", self._read(conn, 4))
                 kind, request = rq.decode_request(self._read(conn, size))
+                if kind == rq.RequestType.CLIENT_HELLO:  # a client naming itself, as a broker answers it
+                    conn.sendall(rq.response_header(0, 0))
+                    continue
                 self.requests.append((kind, request))
                 reply = self.answer(kind, request, self.port)
                 if reply is not None:
