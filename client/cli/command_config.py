@@ -25,7 +25,7 @@ from rill.client.cli.common import CliError
 from rill.client.client_config import ConfigError, resolve
 from rill.client.security.client_security import SECURITY_SETTINGS, ClientSecurity, from_settings
 
-__all__ = ["read_command_config", "security_of"]
+__all__ = ["read_command_config", "security_of", "security_settings"]
 
 
 def _flatten(table: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -62,22 +62,36 @@ def read_command_config(path: str) -> dict[str, Any]:
     return settings
 
 
+def security_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings of ``--command-config`` as the file gives them (dotted names, values unparsed): the
+    config a Producer or Consumer takes, or a child process rebuilds a ClientSecurity from. Empty
+    without the option.
+
+    Raises:
+        CliError: the file cannot be read, or names a setting that is not a security setting.
+    """
+    path = getattr(args, "command_config", None)
+    if not path:
+        return {}
+    settings = read_command_config(path)
+    unknown = sorted(set(settings) - {s.name for s in SECURITY_SETTINGS})
+    if unknown:
+        raise CliError(f"--command-config {path}: unknown settings {', '.join(unknown)} (known: "
+                       f"{', '.join(s.name for s in SECURITY_SETTINGS)})")
+    return settings
+
+
 def security_of(args: argparse.Namespace) -> ClientSecurity | None:
     """The command's connection security from ``--command-config`` (None: plaintext), read once per command."""
     if hasattr(args, "_security"):
         cached: ClientSecurity | None = args._security
         return cached
-    path = getattr(args, "command_config", None)
+    settings = security_settings(args)
     security = None
-    if path:
-        settings = read_command_config(path)
-        unknown = sorted(set(settings) - {s.name for s in SECURITY_SETTINGS})
-        if unknown:
-            raise CliError(f"--command-config {path}: unknown settings {', '.join(unknown)} (known: "
-                           f"{', '.join(s.name for s in SECURITY_SETTINGS)})")
+    if settings:
         try:
             security = from_settings(resolve(SECURITY_SETTINGS, settings, {}))
         except ConfigError as exc:
-            raise CliError(f"--command-config {path}: {exc}") from exc
+            raise CliError(f"--command-config {args.command_config}: {exc}") from exc
     args._security = security
     return security

@@ -27,6 +27,9 @@ One module per harness, named for what it measures:
   kill -9 of their coordinator, and whether acknowledged commits survive) and
   ``group-commits`` (commit throughput with groups on ``__rill_groups`` against a
   standalone broker's local log, alternating), on a cluster of their own.
+- :mod:`.security_overhead`: ``security``, produce, consume and e2e over TLS against
+  plaintext (two listeners of one broker) and with 100 ACLs against the authorizer off,
+  alternating, as ratios; on brokers of its own.
 
 The harnesses share :mod:`.report` (figures as text or ``--json``, percentiles),
 :mod:`.broker_requests` (data-plane arguments, topic, pre-encoded produces),

@@ -9,6 +9,9 @@
   at the start, one FETCH per partition in flight (the next fetch of a partition is
   sent before the previous response is decoded), and decodes and CRC-checks every
   message.
+
+Both connect as ``--command-config`` says (``security.protocol``, ``ssl.*``, ``sasl.*``), so
+the same figures can be taken on a TLS or SASL listener.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import threading
 import time
 from collections import deque
 
+from rill.client.cli.command_config import security_of
 from rill.client.cli.common import CliError, info, positive_int, unknown_topic
 from rill.client.cli.perf.broker_requests import ACKS, ack_errors, data_plane_arguments, ensure_topic, produce_frames
 from rill.client.cli.perf.report import MB, PROGRESS_INTERVAL, report
@@ -99,7 +103,8 @@ class ProduceWorker:
 
 def run_produce(args: argparse.Namespace) -> int:
     host, port = args.broker
-    with SimpleConsumer(host, port, timeout=args.timeout) as client:
+    security = security_of(args)
+    with SimpleConsumer(host, port, timeout=args.timeout, security=security) as client:
         partitions = ensure_topic(client, args.topic, args.partitions)
     per_request = args.batch * partitions
     requests = math.ceil(args.messages / per_request)
@@ -107,7 +112,7 @@ def run_produce(args: argparse.Namespace) -> int:
                             min(args.pool, requests))
     connections = min(args.connections, requests)
     shares = [requests // connections + (1 if i < requests % connections else 0) for i in range(connections)]
-    conns = [BrokerConnection(host, port, args.timeout) for _ in range(connections)]
+    conns = [BrokerConnection(host, port, args.timeout, security=security) for _ in range(connections)]
     workers = [ProduceWorker(c, frames, n, args.inflight, partitions) for c, n in zip(conns, shares)]
     try:
         elapsed = _run_workers(workers, per_request, args.quiet)
@@ -155,14 +160,16 @@ def _run_workers(workers: list[ProduceWorker], per_request: int, quiet: bool) ->
 
 def run_consume(args: argparse.Namespace) -> int:
     host, port = args.broker
-    with SimpleConsumer(host, port, timeout=args.timeout) as client:
+    security = security_of(args)
+    with SimpleConsumer(host, port, timeout=args.timeout, security=security) as client:
         try:
             partitions = client.partitions_for(args.topic)
         except UnknownTopic:
             raise unknown_topic(args.topic) from None
         starts = {p: client.earliest_offset(args.topic, p) for p in range(partitions)}
         ends = {p: client.latest_offset(args.topic, p) for p in range(partitions)}
-    with BrokerConnection(host, port, args.timeout, max_response_size=DEFAULT_FETCH_SIZE_LIMIT + 64) as conn:
+    with BrokerConnection(host, port, args.timeout, max_response_size=DEFAULT_FETCH_SIZE_LIMIT + 64,
+                          security=security) as conn:
         started = time.perf_counter()
         count, payload, wire = consume_all(conn, args.topic, starts, ends, args.fetch_size)
         elapsed = time.perf_counter() - started

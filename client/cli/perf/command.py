@@ -14,7 +14,7 @@ import argparse
 from rill.client.cli.perf import (broker_limits, broker_throughput, commit_modes, coordinator_calls, crc_speed,
                                   poll_consumer, produce_latency, producer_api, rebalance, rebalance_modes,
                                   elections, failover, group_commit_ratio, group_failover, partition_moves,
-                                  replication)
+                                  replication, security_overhead)
 
 HARNESSES = (  # in the order ``rill perf --help`` lists their benchmarks
     broker_throughput,  # produce, consume
@@ -33,6 +33,7 @@ HARNESSES = (  # in the order ``rill perf --help`` lists their benchmarks
     partition_moves,  # reassignment
     group_failover,  # group-failover
     group_commit_ratio,  # group-commits
+    security_overhead,  # security
 )
 
 
@@ -41,7 +42,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p = subparsers.add_parser("perf", help="benchmarks: produce, consume, latency, crc, commits, heartbeats, rebalance, "
                                               "consumer-api, e2e, producer-api, commit-modes, rebalance-modes, "
                                               "connections, large-requests, partitions, scrub, replication, "
-                                              "failover, elections, reassignment, group-failover, group-commits",
+                                              "failover, elections, reassignment, group-failover, group-commits, "
+                                              "security",
                               description="Benchmarks. Each prints its figures and the command that produced them.")
     kinds = p.add_subparsers(dest="benchmark", metavar="BENCHMARK", required=True)
     for harness in HARNESSES:

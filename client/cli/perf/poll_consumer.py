@@ -16,6 +16,10 @@
   poll() returned it minus that stamp. The first ``--warmup`` messages are not
   counted. Both processes read the same system-wide monotonic clock.
 
+Every client (the producing connection, the consumer, the e2e producer process) connects
+as ``--command-config`` says (``security.protocol``, ``ssl.*``, ``sasl.*``); the e2e
+producer process is given the file's settings and builds its own TLS context from them.
+
 Each run is listed and the median is reported (text on stderr, or one JSON object on
 stdout with ``--json``), with the command line.
 """
@@ -30,14 +34,17 @@ import time
 import uuid
 from typing import Any
 
+from rill.client.cli.command_config import security_of, security_settings
 from rill.client.cli.common import CliError, add_broker_arguments, info, positive_float, positive_int, topic_name
 from rill.client.cli.perf.broker_requests import ensure_topic, produce_frames
 from rill.client.cli.perf.report import MB, percentile, report
 from rill.client.blocking_connection import BrokerConnection
+from rill.client.client_config import resolve
 from rill.client.consumer import Consumer, TopicPartition
 from rill.client.errors import error_for_code
 from rill.client.protocol import requests as rq
 from rill.client.producer import Producer
+from rill.client.security.client_security import SECURITY_SETTINGS, ClientSecurity, from_settings
 from rill.client.simple import SimpleConsumer, SimpleProducer
 
 __all__ = ["add_parsers"]
@@ -89,9 +96,10 @@ def _bootstrap(args: argparse.Namespace) -> str:
 # ---------------------------------------------------------------- consumer-api
 
 
-def _produce(host: str, port: int, frames: list[bytes], requests: int, partitions: int, timeout: float) -> None:
+def _produce(host: str, port: int, frames: list[bytes], requests: int, partitions: int, timeout: float,
+             security: ClientSecurity | None) -> None:
     """Send ``requests`` PRODUCE_ACK frames, 16 in flight, checking every acknowledgement."""
-    with BrokerConnection(host, port, timeout) as conn:
+    with BrokerConnection(host, port, timeout, security=security) as conn:
         sent = done = 0
         while done < requests:
             while sent < requests and sent - done < 16:
@@ -105,7 +113,8 @@ def _produce(host: str, port: int, frames: list[bytes], requests: int, partition
 
 def run_consumer_api(args: argparse.Namespace) -> int:
     host, port = args.broker
-    with SimpleConsumer(host, port, timeout=args.timeout) as client:
+    security = security_of(args)
+    with SimpleConsumer(host, port, timeout=args.timeout, security=security) as client:
         partitions = ensure_topic(client, args.topic, args.partitions)
         starts = {TopicPartition(args.topic, p): client.latest_offset(args.topic, p) for p in range(partitions)}
     batch = 50
@@ -114,7 +123,7 @@ def run_consumer_api(args: argparse.Namespace) -> int:
     if not args.quiet:
         info(f"  producing {total:,} messages of {args.message_size} B to {args.topic} ({partitions} partition(s)) ...")
     _produce(host, port, produce_frames(args.topic, partitions, batch, args.message_size, rq.Acks.APPEND, 8),
-             requests, partitions, args.timeout)
+             requests, partitions, args.timeout, security)
     runs = []
     for run in range(args.runs):
         result = _consume_once(args, starts, total)
@@ -147,8 +156,9 @@ def _consume_once(args: argparse.Namespace, starts: dict[TopicPartition, int], t
         if len(partitions) == len(starts):
             assigned_at.append(time.perf_counter())
 
-    consumer = Consumer(bootstrap_servers=_bootstrap(args), group_id=f"perf-consumer-{uuid.uuid4().hex[:12]}",
-                        client_id="rill-perf", enable_auto_commit=False, max_poll_records=args.max_poll_records,
+    consumer = Consumer(config=security_settings(args), bootstrap_servers=_bootstrap(args),
+                        group_id=f"perf-consumer-{uuid.uuid4().hex[:12]}", client_id="rill-perf",
+                        enable_auto_commit=False, max_poll_records=args.max_poll_records,
                         fetch_max_bytes=args.fetch_max_bytes, max_partition_fetch_bytes=args.fetch_max_bytes,
                         request_timeout_ms=int(args.timeout * 1000), on_assign=on_assign)
     try:
@@ -177,8 +187,9 @@ def _consume_once(args: argparse.Namespace, starts: dict[TopicPartition, int], t
 
 
 def _producer_main(host: str, port: int, topic: str, rate: int, count: int, size: int, kind: str,
-                   start: Any, done: Any) -> None:  # pragma: no cover - runs in a child process
-    """Send ``count`` stamped messages at ``rate``/s once ``start`` is set (a child process)."""
+                   settings: dict[str, Any], start: Any, done: Any) -> None:  # pragma: no cover - child process
+    """Send ``count`` stamped messages at ``rate``/s once ``start`` is set (a child process), connecting
+    with the security ``settings`` (``--command-config``'s, unparsed: an SSLContext does not pickle)."""
     import logging
 
     import structlog
@@ -186,7 +197,7 @@ def _producer_main(host: str, port: int, topic: str, rate: int, count: int, size
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))  # quiet child
     padding = b"\0" * max(0, size - STAMP.size)
     if kind == "producer":
-        with Producer(bootstrap_servers=f"{host}:{port}", linger_ms=0) as producer:
+        with Producer(settings, bootstrap_servers=f"{host}:{port}", linger_ms=0) as producer:
             producer.send(topic, b"warm-up", partition=0).wait(30)  # metadata and connection before the clock
             start.wait()
             began = time.monotonic()
@@ -195,7 +206,8 @@ def _producer_main(host: str, port: int, topic: str, rate: int, count: int, size
                 producer.send(topic, STAMP.pack(time.monotonic_ns()) + padding, partition=0)
             producer.flush()
     else:
-        with SimpleProducer(host, port) as simple:
+        security = from_settings(resolve(SECURITY_SETTINGS, settings, {}))
+        with SimpleProducer(host, port, security=security) as simple:
             simple.connect()
             start.wait()
             began = time.monotonic()
@@ -213,7 +225,7 @@ def _pace(began: float, i: int, rate: int) -> None:  # pragma: no cover - child 
 
 def run_e2e(args: argparse.Namespace) -> int:
     host, port = args.broker
-    with SimpleConsumer(host, port, timeout=args.timeout) as client:
+    with SimpleConsumer(host, port, timeout=args.timeout, security=security_of(args)) as client:
         ensure_topic(client, args.topic, None)
     count = int(args.rate * args.seconds)
     if args.message_size < STAMP.size:
@@ -251,10 +263,11 @@ def _e2e_once(args: argparse.Namespace, host: str, port: int, count: int) -> dic
     start, done = ctx.Event(), ctx.Event()
     producer = ctx.Process(target=_producer_main, name="rill-perf-e2e-producer", daemon=True,
                            args=(host, port, args.topic, args.rate, count, args.message_size, args.producer,
-                                 start, done))
+                                 security_settings(args), start, done))
     producer.start()
-    consumer = Consumer(bootstrap_servers=f"{host}:{port}", group_id=f"perf-e2e-{uuid.uuid4().hex[:12]}",
-                        client_id="rill-perf", auto_offset_reset="latest", enable_auto_commit=False,
+    consumer = Consumer(config=security_settings(args), bootstrap_servers=f"{host}:{port}",
+                        group_id=f"perf-e2e-{uuid.uuid4().hex[:12]}", client_id="rill-perf",
+                        auto_offset_reset="latest", enable_auto_commit=False,
                         request_timeout_ms=int(args.timeout * 1000))
     samples: list[int] = []
     try:

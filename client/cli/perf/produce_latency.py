@@ -1,7 +1,8 @@
 """``rill perf latency``: the round trip of acknowledged single-message produces, one at a time.
 
 Each request is pre-encoded (a pool of 16, sent in rotation); the first ``--warmup``
-round trips are not counted; percentiles are nearest-rank.
+round trips are not counted; percentiles are nearest-rank. The connection is made as
+``--command-config`` says (TLS, SASL).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import argparse
 import random
 import time
 
+from rill.client.cli.command_config import security_of
 from rill.client.cli.common import CliError, positive_int
 from rill.client.cli.perf.broker_requests import ACKS, ack_errors, data_plane_arguments, ensure_topic
 from rill.client.cli.perf.report import percentile, report
@@ -33,7 +35,8 @@ def add_parsers(kinds: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 def run_latency(args: argparse.Namespace) -> int:
     host, port = args.broker
-    with SimpleConsumer(host, port, timeout=args.timeout) as client:
+    security = security_of(args)
+    with SimpleConsumer(host, port, timeout=args.timeout, security=security) as client:
         partitions = ensure_topic(client, args.topic, None)
     if not 0 <= args.partition < partitions:
         raise CliError(f"topic {args.topic!r} has {partitions} partition(s): use --partition 0..{partitions - 1}")
@@ -42,7 +45,7 @@ def run_latency(args: argparse.Namespace) -> int:
                                                        encode_message_set([rng.randbytes(args.message_size)]))],
                                     ACKS[args.acks]) for _ in range(16)]
     samples: list[int] = []
-    with BrokerConnection(host, port, args.timeout) as conn:
+    with BrokerConnection(host, port, args.timeout, security=security) as conn:
         for i in range(args.warmup + args.messages):
             t0 = time.perf_counter_ns()
             body = conn.request(frames[i % len(frames)])
