@@ -112,8 +112,7 @@ class SaslAuthenticator:
     def _succeeded(self, conn: Connection, user: str) -> None:
         conn.principal = principal.user(user)
         conn.authenticator = None
-        if not getattr(conn, "handshaking", False):
-            conn.setup_deadline = None
+        conn.setup_deadline = None  # (on TLS the handshake is done: no frame is read before it)
         conn.decoder.max_frame_size = conn.max_request_size
         log.info("sasl.authenticated", peer=conn.ip, listener=conn.listener, principal=conn.principal,
                  mechanism=self.mechanism)

@@ -42,7 +42,7 @@ import socket
 import ssl
 import threading
 from collections.abc import Sequence
-from typing import Generic, TypeVar
+from typing import Generic, NoReturn, TypeVar
 
 import structlog
 
@@ -273,10 +273,12 @@ class BrokerSocket(Generic[C]):
         except BlockingIOError:
             pass
         except OSError as exc:
-            self.fail_now()
-            raise ConnectionClosed(f"connection to broker {self.name} failed while sending: "
-                                   f"{_reason(exc)}") from exc
+            self._send_failed(exc)
         return done
+
+    def _send_failed(self, exc: OSError) -> NoReturn:
+        self.fail_now()
+        raise ConnectionClosed(f"connection to broker {self.name} failed while sending: {_reason(exc)}") from exc
 
     def _write_tls(self, sock: socket.socket) -> list[C]:
         """:meth:`write` over TLS: chunks of up to 256 KiB, each resent unchanged while it would block."""
@@ -298,9 +300,7 @@ class BrokerSocket(Generic[C]):
         except _TLS_WOULD_BLOCK:
             pass
         except OSError as exc:
-            self.fail_now()
-            raise ConnectionClosed(f"connection to broker {self.name} failed while sending: "
-                                   f"{_reason(exc)}") from exc
+            self._send_failed(exc)
         return done
 
     def receive(self) -> None:
