@@ -72,7 +72,7 @@ class FileAclStore(AclStore):
         self._lock = threading.Lock()
         self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._signature, self._table = self._read()
-        self._unreadable: _Signature = None  # the signature of a file that failed to parse: logged once
+        self._unreadable: _Signature = None  # the last file that failed to parse: logged once per streak
         self._stop = threading.Event()
         self._poller: threading.Thread | None = None
         if poll_interval is not None:
@@ -193,10 +193,14 @@ class FileAclStore(AclStore):
         try:
             signature, table = self._read()
         except (OSError, ValueError) as exc:
+            if self._unreadable is None:  # once per bad streak: an editor's truncate-then-write is one
+                log.error("acls.file_unreadable", path=str(self.path), error=str(exc),
+                          keeping="the ACLs read before")
+            else:
+                log.debug("acls.file_still_unreadable", path=str(self.path), error=str(exc))
             self._unreadable = seen
-            log.error("acls.file_unreadable", path=str(self.path), error=str(exc),
-                      keeping="the ACLs read before")
             return False
+        self._unreadable = None
         with self._lock:
             if signature == self._signature:
                 return False

@@ -109,7 +109,7 @@ class FileEntityConfigs(SnapshotEntityConfigs):
         self.poll_interval = poll_interval
         self._io_lock = threading.Lock()
         self._seen: FileIdentity | None = None
-        self._bad: FileIdentity | None = None  # a file the watcher could not parse (logged once)
+        self._bad: FileIdentity | None = None  # the last file the watcher could not parse (logged once per streak)
         with self._io_lock:
             self._reload()
         self._stopping = threading.Event()
@@ -162,8 +162,11 @@ class FileEntityConfigs(SnapshotEntityConfigs):
             try:
                 changed = self._reload()
             except EntityConfigError as exc:
+                if self._bad is None:  # once per bad streak: an editor's truncate-then-write is one
+                    log.error("entity_configs.unreadable", path=str(self.path), error=str(exc))
+                else:
+                    log.debug("entity_configs.still_unreadable", path=str(self.path), error=str(exc))
                 self._bad = current
-                log.error("entity_configs.unreadable", path=str(self.path), error=str(exc))
                 return
             self._bad = None
         if changed:

@@ -190,8 +190,19 @@ def test_a_broken_file_is_refused_at_start_and_ignored_later(tmp_path: Path) -> 
     with capture_logs() as logs:
         assert not store.reload_if_changed()
         assert not store.reload_if_changed()
-    assert [e["event"] for e in logs] == ["acls.file_unreadable"]
+        store.path.write_text("")  # an editor's truncate, then its broken text: still one bad streak
+        assert not store.reload_if_changed()
+        store.path.write_text("{broken")
+        assert not store.reload_if_changed()
+    assert [e["event"] for e in logs if e["log_level"] == "error"] == ["acls.file_unreadable"]
     assert store.all() == [binding()]
+    store.path.unlink()  # repaired in between ...
+    FileAclStore(tmp_path, poll_interval=None).add([binding("b")])
+    assert store.reload_if_changed()
+    store.path.write_text("{broken")  # ... so breaking it again is a new streak, logged again
+    with capture_logs() as logs:
+        assert not store.reload_if_changed()
+    assert [e["event"] for e in logs] == ["acls.file_unreadable"]
 
 
 def test_a_deleted_file_means_no_acls(tmp_path: Path) -> None:

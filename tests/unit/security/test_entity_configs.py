@@ -248,7 +248,9 @@ def test_corrupted_while_running_keeps_the_last_good_copy(tmp_path: Path) -> Non
         store.alter("users/alice", set={"k": "v"})
         path = tmp_path / ".security" / "entity-configs.json"
         with capture_logs() as logs:
-            path.write_text("{broken")
+            path.write_text("")  # an editor's truncate, seen by a poll before its write ...
+            store.poll()
+            path.write_text("{broken")  # ... then the broken text: one bad streak, one error
             wait_until(lambda: any(e["event"] == "entity_configs.unreadable" for e in logs))
             time.sleep(5 * FAST)
         assert [e["event"] for e in logs].count("entity_configs.unreadable") == 1  # once, not every poll
