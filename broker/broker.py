@@ -31,6 +31,10 @@ from rill.broker.dataplane.handlers import RequestHandlers
 from rill.broker.dataplane.server import BrokerServer
 from rill.broker.log.manager import LogManager
 from rill.broker.log.open_files import OpenFiles
+from rill.broker.metrics.broker_collector import BrokerCollector
+from rill.broker.metrics.group_collector import GroupCollector
+from rill.broker.metrics.metrics_server import MetricsServer
+from rill.broker.metrics.request_metrics import RequestMetrics
 from rill.broker.replication.isr_writer import IsrWriter
 from rill.broker.replication.replica_fetcher import FetcherSettings, ReplicaFetchers
 from rill.broker.replication.replica_healer import ReplicaHealer
@@ -40,6 +44,7 @@ from rill.broker.security.broker_security import BrokerSecurity
 from rill.broker.security.request_acls import DataPlaneAcls
 from rill.broker.dataplane.connection_quotas import ConnectionQuotas
 from rill.client.errors import StorageError
+from rill.coordinator.grpc_call_metrics import GrpcCallMetrics
 from rill.client.protocol import requests as rq
 from rill.client.topic_names import GROUPS_TOPIC
 from rill.client.zookeeper.registry import RegistryView
@@ -94,10 +99,13 @@ class Broker:
         self.logs.on_corruption.append(self.healer.corruption_found)
         self.replica_control = ReplicaControlServicer(self.replicas, throttle=self.throttle)
         self.controller: Controller | None = None
+        self.request_metrics = RequestMetrics() if config["metrics.port"] != 0 else None
         try:
             self.coordination = CoordinatorHost(config, self.logs, self.port, self.cluster,
                                                 replicas=self.replicas, loop=self.server,
                                                 broker_token=self.broker_token)
+            if self.request_metrics is not None:
+                self.coordination.call_metrics = GrpcCallMetrics()
             grpc_security = self.security.grpc_security(config["host.name"])
             self.grpc_port = self.coordination.start(extra=[replica_control_registration(self.replica_control)],
                                                      security=grpc_security)
@@ -114,6 +122,7 @@ class Broker:
             replicas=self.replicas,
             acls=DataPlaneAcls(self.security.authorize) if config["authorizer.enable"] else None)
         self.server.handle = self.handlers
+        self.handlers.metrics = self.request_metrics
         self.handlers.topics.reserve_partitions = self.security.partition_cap.reserve
         self.coordination.admin.reserve_partitions = self.security.partition_cap.reserve
         self.handlers.topics.auto_partitions = config["num.partitions"]
@@ -122,6 +131,15 @@ class Broker:
         self.server.on_fetched = quotas.fetched
         if self.coordination.placement is not None:
             self.coordination.placement.appended = self.handlers.replica_appended
+        self.metrics_server: MetricsServer | None = None
+        if self.request_metrics is not None:
+            try:
+                self.metrics_server = self._serve_metrics(config, self.request_metrics, quotas)
+            except BaseException:
+                self.coordination.close()
+                self.server.close()
+                self.logs.close()
+                raise
         self.zookeeper: ZkRegistration | None = None
         self.registry: RegistryView | None = None  # the cluster as ZooKeeper lists it (with zookeeper.connect)
         self.replicated_creator: ReplicatedTopicCreator | None = None  # default.replication.factor != 1 in a cluster
@@ -129,6 +147,8 @@ class Broker:
             try:
                 self._start_zookeeper(config)
             except BaseException:
+                if self.metrics_server is not None:
+                    self.metrics_server.close()
                 self.coordination.close()
                 self.server.close()
                 self.logs.close()
@@ -183,6 +203,22 @@ class Broker:
                                                              config["num.partitions"])
             self.handlers.topics.replicated_creation = self.replicated_creator
 
+    def _serve_metrics(self, config: BrokerConfig, requests: RequestMetrics,
+                       quotas: ConnectionQuotas) -> MetricsServer:
+        """Start the /metrics endpoint (metrics.port); a port that cannot be bound stops the start."""
+        collectors = [
+            BrokerCollector(config["broker.id"], requests, self.logs, self.server, self.replicas, self.fetchers,
+                            quotas=quotas, max_connections=config["max.connections"],
+                            controller=lambda: self.controller, calls=self.coordination.call_metrics),
+            GroupCollector(self.coordination.coordinator, self.coordination.catalog),
+        ]
+        host, port = config["metrics.host"] or config["host.name"], config["metrics.port"]
+        try:
+            return MetricsServer(host, max(port, 0), collectors)
+        except OSError as exc:
+            raise RuntimeError(f"cannot serve metrics on {host}:{port} (metrics.port): {exc.strerror or exc}; "
+                               "set metrics.port to a free port, -1 for any, or 0 for none") from exc
+
     def _on_topic_created(self, topic: str, partitions: int) -> None:
         """A new topic (any creator, any thread): only posts work to the coordinator and ZooKeeper threads."""
         self.coordination.on_topics_changed()
@@ -226,9 +262,10 @@ class Broker:
         self.coordination.wait_serving()
         secured = {"listeners": [str(b.endpoint) for b in self.server.listeners],
                    "grpc_tls_port": self.grpc_tls_port} if self.security.enabled else {}
+        metrics = {"metrics_port": self.metrics_server.port} if self.metrics_server is not None else {}
         log.info("broker.ready", broker_id=self.config["broker.id"], host=self.server.host, port=self.port,
                  grpc_port=self.grpc_port, log_dir=str(self.config["log.dir"]), topics=len(self.logs.topics()),
-                 **secured)
+                 **metrics, **secured)
         self.ready.set()
 
     def stop(self) -> None:
@@ -274,6 +311,8 @@ class Broker:
         if self._closed:
             return []
         self._closed = True
+        if self.metrics_server is not None:
+            self.metrics_server.close()
         self.healer.close()
         self.security.close()
         if self.controller is not None:

@@ -135,6 +135,12 @@ KEYS: tuple[Key, ...] = (
     Key("grpc.ssl.port", int, -1,
         "gRPC over TLS (with ssl.certfile, ssl.keyfile; client certificates name the caller when ssl.client.auth = "
         "required): its port, 0 picks a free one, -1 none. Clients of the SSL and SASL_SSL listeners are given it."),
+    Key("metrics.port", int, 9404,
+        "HTTP port serving Prometheus metrics at /metrics (docs/operations.md lists them); 0 serves none and "
+        "counts nothing, -1 picks a free port (tests, several brokers on one host; logged in broker.ready)."),
+    Key("metrics.host", str, "",
+        "Address the metrics endpoint binds to (default: host.name). It has no authentication, like a JMX "
+        "exporter's: bind it to an address only your Prometheus reaches."),
     Key("grpc.max.workers", int, 1024,
         "Threads serving gRPC calls (created as needed). With grpc.server = sync a RegisterConsumer holds one "
         "until its rebalance completes, so it must exceed group.max.size (checked at start-up) and, with many "
@@ -294,6 +300,8 @@ class BrokerConfig:
         if interval <= 0 or not 0 <= percentage <= 100:
             raise ConfigError("leader.imbalance.check.interval.seconds must be positive and "
                               "leader.imbalance.per.broker.percentage between 0 and 100")
+        if not -1 <= v["metrics.port"] <= 65535:
+            raise ConfigError(f"metrics.port must be a port, 0 (none) or -1 (a free one), got {v['metrics.port']}")
         if v["log.open.files.idle.ms"] < 0:
             raise ConfigError(f"log.open.files.idle.ms must not be negative, got {v['log.open.files.idle.ms']}")
 

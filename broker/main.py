@@ -37,6 +37,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--host", help="address to bind (host.name; default 0.0.0.0)")
     p.add_argument("--broker-id", type=int, help="broker id (broker.id)")
     p.add_argument("--grpc-port", type=int, help="gRPC port of the coordinator and admin services (grpc.port; default 9093)")
+    p.add_argument("--metrics-port", type=int,
+                   help="Prometheus /metrics port (metrics.port; default 9404, 0 = none, -1 = any free port)")
     p.add_argument("--zookeeper", metavar="HOST:PORT[/chroot]",
                    help="register in ZooKeeper (zookeeper.connect; default: none, standalone)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -65,7 +67,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
             raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
         overrides[key.strip()] = value.strip()
     for flag, key in (("data_dir", "log.dir"), ("port", "port"), ("host", "host.name"), ("broker_id", "broker.id"), ("grpc_port", "grpc.port"),
-                      ("zookeeper", "zookeeper.connect")):
+                      ("metrics_port", "metrics.port"), ("zookeeper", "zookeeper.connect")):
         if getattr(args, flag) is not None:
             overrides[key] = getattr(args, flag)
     if args.truncate_corrupt:

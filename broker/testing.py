@@ -32,6 +32,7 @@ class RunningBroker:
         self.host = "127.0.0.1"
         self.port = broker.port
         self.grpc_port = broker.grpc_port
+        self.metrics_port = broker.metrics_server.port if broker.metrics_server is not None else None
 
     @property
     def broker_id(self) -> int:
@@ -62,6 +63,7 @@ class RunningBroker:
 @contextmanager
 def running_broker(data_dir: str | Path, **overrides: Any) -> Iterator[RunningBroker]:
     settings: dict[str, Any] = {"log.dir": str(data_dir), "port": 0, "grpc.port": 0, "host.name": "127.0.0.1",
+                                "metrics.port": -1,  # on, so the whole suite runs the request path with metrics
                                 # a test cluster of any size has a groups topic (tests of factor 3 say so)
                                 "offsets.topic.replication.factor": 1, "offsets.topic.num.partitions": 5}
     if os.environ.get(GRPC_SERVER_ENV):

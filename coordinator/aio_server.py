@@ -44,6 +44,7 @@ import structlog
 from grpc_health.v1 import health, health_pb2
 
 from rill.coordinator.grpc_auth import AioAuthInterceptor, ServerSecurity
+from rill.coordinator.grpc_call_metrics import GrpcCallMetrics
 from rill.coordinator.grpc_server import (Registration, add_services, bind_ports, logged_call, server_options,
                                          service_registrations)
 from rill.coordinator.pending import PendingJoin
@@ -243,8 +244,9 @@ class AioLoggingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     once (the request id comes from the call's own metadata), not per call.
     """
 
-    def __init__(self, slow_ms: float = 1000.0) -> None:
+    def __init__(self, slow_ms: float = 1000.0, metrics: GrpcCallMetrics | None = None) -> None:
         self.slow_ms = slow_ms
+        self.metrics = metrics
         self._wrapped: dict[str, Any] = {}
 
     async def intercept_service(self, continuation: Any, details: Any) -> Any:
@@ -256,12 +258,22 @@ class AioLoggingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         if handler is None or handler.unary_unary is None:
             return handler
         inner = handler.unary_unary
-        slow_ms = self.slow_ms
+        slow_ms, metrics = self.slow_ms, self.metrics
 
         async def wrapper(request: Any, context: Any) -> Any:
             request_id = next((v for k, v in context.invocation_metadata() or () if k == "x-request-id"), None)
+            started = time.monotonic()
+            code = "UNKNOWN"
             with logged_call(method, request_id, slow_ms, expected=(grpc.aio.AbortError,)):
-                return await inner(request, context)
+                try:
+                    response = await inner(request, context)
+                    code = "OK"
+                    return response
+                finally:
+                    if metrics is not None:
+                        status = context.code()  # set by an abort, or by a handler without raising
+                        metrics.observe(method, status.name if isinstance(status, grpc.StatusCode) else code,
+                                        time.monotonic() - started)
 
         wrapped = self._wrapped[method] = grpc.unary_unary_rpc_method_handler(
             wrapper, request_deserializer=handler.request_deserializer,
@@ -277,6 +289,7 @@ class AioServer:
                  security: ServerSecurity | None = None) -> None:
         self.address = address
         self.security = security
+        self.metrics: GrpcCallMetrics | None = None  # calls counted by the logging interceptor
         self.registrations = list(registrations)
         self.executor = executor
         self.max_message_bytes = max_message_bytes
@@ -326,7 +339,7 @@ class AioServer:
             loop.close()
 
     async def _start(self) -> None:
-        interceptors: list[Any] = [AioLoggingInterceptor()]
+        interceptors: list[Any] = [AioLoggingInterceptor(metrics=self.metrics)]
         if self.security is not None:
             interceptors.append(AioAuthInterceptor(self.security))
         server = grpc.aio.server(interceptors=interceptors, options=server_options(self.max_message_bytes))
@@ -361,7 +374,8 @@ class AioServer:
 
 def create_server(address: str | None, coordinator: GroupCoordinatorServicer, admin: Any, *, max_workers: int = 256,
                   max_message_bytes: int = 16 * 1024 * 1024,
-                  security: ServerSecurity | None = None) -> tuple[AioServer, int]:
+                  security: ServerSecurity | None = None,
+                  metrics: GrpcCallMetrics | None = None) -> tuple[AioServer, int]:
     """Build and start an aio server with the GroupCoordinator and Admin services; (server, bound port).
 
     ``max_workers`` bounds the threads that run handlers and fsyncs (started as needed);
@@ -371,4 +385,5 @@ def create_server(address: str | None, coordinator: GroupCoordinatorServicer, ad
     server = AioServer(address, service_registrations(AioGroupCoordinatorServicer(coordinator, executor),
                                                       AioAdminServicer(admin, executor)),
                        executor=executor, max_message_bytes=max_message_bytes, security=security)
+    server.metrics = metrics
     return server, server.start()

@@ -65,3 +65,13 @@ def describe(group: Group) -> GroupDescription:
         ephemeral=group.ephemeral, topics=tuple(sorted(group.topics)),
         members=tuple(_member(group, group.members[mid]) for mid in sorted(group.members)),
         assignment=dict(sorted(group.assignment.items())), offsets=dict(sorted(group.offsets.items())))
+
+
+def group_partitions(described: GroupDescription, partition_counts: Mapping[str, int]) -> list[TopicPartition]:
+    """The partitions a group's lag is reported for, sorted: every partition of the topics it or its
+    members consume, those its members own, and those it has committed offsets for."""
+    topics = set(described.topics) | {t for m in described.members for t in m.topics}
+    wanted = {tp for m in described.members for tp in m.assignment} | set(described.offsets)
+    for topic in topics:
+        wanted.update(TopicPartition(topic, p) for p in range(partition_counts.get(topic, 0)))
+    return sorted(wanted)

@@ -91,6 +91,8 @@ class GroupCoordinator:
         self.lock = threading.RLock()
         self._groups: dict[str, Group] = {}
         self._loading = False  # replay() of records read back from the log (see replay)
+        self.rebalances: dict[str, int] = {}
+        """Rebalances completed while coordinated here, by group (rill_group_rebalances_total)."""
         self._sink: Sink = self.apply
         self.group_locks = GroupLocks()
         self._membership = Membership(catalog, clock, self._schedule, self.limits)
@@ -269,6 +271,7 @@ class GroupCoordinator:
     def _forget(self, name: str, code: pb.ErrorCode) -> Group | None:
         """Remove a group; its waiting members get ``code``. None when it did not exist."""
         group = self._groups.pop(name, None)
+        self.rebalances.pop(name, None)
         if group is None:
             return None
         group.cancel_timers()
@@ -286,6 +289,8 @@ class GroupCoordinator:
         if record.generation <= group.generation:
             return  # already applied (a completion computed twice), or older than what we have
         group.generation, group.assignment = record.generation, dict(record.assignment)
+        if not self._loading:  # a rebalance completed here (not one read back from the log)
+            self.rebalances[group.name] = self.rebalances.get(group.name, 0) + 1
         self._membership.generation_applied(group, record)
 
     def _replay_offsets_deleted(self, record: OffsetsDeleted) -> None:

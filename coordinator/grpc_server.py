@@ -24,6 +24,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from rill.coordinator.grpc_auth import AuthInterceptor, ServerSecurity
+from rill.coordinator.grpc_call_metrics import GrpcCallMetrics
 from rill.v1 import admin_pb2, admin_pb2_grpc
 from rill.v1 import coordinator_pb2 as pb
 from rill.v1 import coordinator_pb2_grpc as pb_grpc
@@ -106,8 +107,9 @@ class LoggingInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
     interceptor itself runs on gRPC's polling thread).
     """
 
-    def __init__(self, slow_ms: float = 1000.0) -> None:
+    def __init__(self, slow_ms: float = 1000.0, metrics: GrpcCallMetrics | None = None) -> None:
         self.slow_ms = slow_ms
+        self.metrics = metrics
 
     def intercept_service(self, continuation: Any, details: Any) -> Any:
         handler = continuation(details)
@@ -115,16 +117,26 @@ class LoggingInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
             return handler
         inner, method = handler.unary_unary, details.method
         metadata = dict(details.invocation_metadata or ())
-        slow_ms = self.slow_ms
+        slow_ms, metrics = self.slow_ms, self.metrics
 
         def wrapper(request: Any, context: grpc.ServicerContext) -> Any:
+            started = time.monotonic()
+            code = "OK"
             with logged_call(method, metadata.get("x-request-id"), slow_ms, expected=(AbortedCall,)):
                 try:
-                    return inner(request, context)
+                    response = inner(request, context)
+                    set_code = context.code()  # a handler may set a status without raising
+                    code = set_code.name if set_code is not None else "OK"
+                    return response
                 except Exception:
-                    if context.code() is not None:  # the handler aborted the call on purpose
+                    aborted = context.code()
+                    code = aborted.name if aborted is not None else "UNKNOWN"
+                    if aborted is not None:  # the handler aborted the call on purpose
                         raise AbortedCall() from None
                     raise
+                finally:
+                    if metrics is not None:
+                        metrics.observe(method, code, time.monotonic() - started)
 
         return grpc.unary_unary_rpc_method_handler(
             wrapper, request_deserializer=handler.request_deserializer,
@@ -133,7 +145,7 @@ class LoggingInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
 
 def create_server(address: str | None, registrations: Sequence[Registration], *, max_workers: int = 256,
                   max_message_bytes: int = 16 * 1024 * 1024, security: ServerSecurity | None = None,
-                  ) -> tuple[grpc.Server, int, health.HealthServicer]:
+                  metrics: GrpcCallMetrics | None = None) -> tuple[grpc.Server, int, health.HealthServicer]:
     """Build and start a server on ``address`` ("host:port", port 0 for any free one; no plaintext
     port when ``address`` is None) and, with ``security``, on its TLS address too, every call to rill's
     services authenticated and, with ``security.authorize``, authorized (rill.coordinator.grpc_auth).
@@ -141,7 +153,7 @@ def create_server(address: str | None, registrations: Sequence[Registration], *,
     Returns (server, bound plaintext port (-1: none), health servicer); ``security.tls_port``
     is set to the bound TLS port. Raises RuntimeError if a port is taken.
     """
-    interceptors: list[Any] = [LoggingInterceptor()]
+    interceptors: list[Any] = [LoggingInterceptor(metrics=metrics)]
     if security is not None:
         interceptors.append(AuthInterceptor(security))
     server = grpc.server(

@@ -57,6 +57,7 @@ from rill.client.protocol import requests as rq
 from rill.client.simple import SimpleConsumer
 from rill.client.zookeeper.registry import RILL_TOPICS_PATH, RegistryView
 from rill.client.zookeeper.replica_layout import TopicReplicas, is_replicated_topic_value
+from rill.coordinator.describe import group_partitions
 from rill.coordinator.grpc_auth import caller
 from rill.client.topic_names import is_internal_topic
 from rill.v1 import admin_pb2 as apb
@@ -385,18 +386,10 @@ class AdminServicer(apb_grpc.AdminServicer):
                 static_partitions=[pb.TopicPartition(topic=t, partition=p) for t, p in member.static_partitions],
                 last_heartbeat_ms=int(member.last_heartbeat * 1000))
             owners.update({tp: member.consumer_id for tp in member.assignment})
-        for topic, partition in self._group_partitions(described, owners):
+        for topic, partition in group_partitions(described, self.catalog.topics()):
             response.partitions.append(self._lag(topic, partition, described.offsets.get((topic, partition), -1),
                                                  owners.get((topic, partition), "")))
         return response
-
-    def _group_partitions(self, described: Any, owners: dict[tuple[str, int], str]) -> list[tuple[str, int]]:
-        topics = set(described.topics) | {t for m in described.members for t in m.topics}
-        wanted = set(owners) | set(described.offsets)
-        counts = self.catalog.topics()
-        for topic in topics:
-            wanted.update((topic, p) for p in range(counts.get(topic, 0)))
-        return sorted(wanted)
 
     def _lag(self, topic: str, partition: int, committed: int, owner: str) -> apb.PartitionLag:
         """Lag in bytes, and in seconds from the partition's time index (asked of its broker in a cluster)."""

@@ -84,7 +84,7 @@ from rill.broker.replication.replica import PartitionRole
 from rill.client.clock import ThreadTimer
 from rill.client.errors import BrokerError
 from rill.client.zookeeper.registry import RILL_TOPICS_PATH, BrokerRegistration, RegistryView
-from rill.client.zookeeper.replica_layout import CONTROLLER_PATH
+from rill.client.zookeeper.replica_layout import CONTROLLER_PATH, NO_LEADER
 
 __all__ = ["Controller", "create_topic", "read_broker_epoch"]
 
@@ -129,6 +129,13 @@ class Controller(ControllerReassignments, ControllerDeletions, ControllerPartiti
         """The controller epoch while active; None otherwise."""
         ctx = self._ctx
         return None if ctx is None else ctx.epoch.epoch
+
+    def offline_partitions(self) -> int:
+        """Partitions without a leader while this broker is the controller (0 otherwise): any thread."""
+        ctx = self._ctx
+        if ctx is None:
+            return 0
+        return sum(1 for state, _ in list(ctx.states.values()) if state.leader == NO_LEADER)
 
     def start(self) -> None:
         """Start the worker and campaign. The registry must be started (its snapshot is the live set)."""

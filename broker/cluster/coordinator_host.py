@@ -50,6 +50,7 @@ from rill.client.clock import ThreadTimer
 from rill.client.zookeeper.registry import RegistryView
 from rill.coordinator import aio_server, grpc_server
 from rill.coordinator.grpc_auth import ServerSecurity
+from rill.coordinator.grpc_call_metrics import GrpcCallMetrics
 from rill.broker.dataplane.storage import Loop
 from rill.broker.replication.replica_manager import ReplicaManager
 from rill.coordinator.group_checkpoint import GroupSnapshot, Writer
@@ -155,8 +156,9 @@ class CoordinatorHost:
         self.records_dir = os.path.join(logs.data_dir, COORDINATOR_DIR)
         self.timer = ThreadTimer()
         self.broker = pb.Broker(broker_id=config["broker.id"], host=advertised_host(config), port=data_port)
+        self.catalog = LogCatalog(logs, cluster)
         self.coordinator = GroupCoordinator(
-            LogCatalog(logs, cluster), self.timer.clock, self.timer, self.broker,
+            self.catalog, self.timer.clock, self.timer, self.broker,
             min_session_timeout_ms=config["group.min.session.timeout.ms"],
             max_session_timeout_ms=config["group.max.session.timeout.ms"],
             max_group_size=config["group.max.size"])
@@ -194,6 +196,7 @@ class CoordinatorHost:
         self.server: Any = None
         self.health: Any = None
         self.kind = "sync"
+        self.call_metrics: GrpcCallMetrics | None = None  # set before start() to count gRPC calls (metrics.port)
 
     def _open_local_log(self, logs: LogManager) -> Log:
         points = None if logs.clean_start else checkpoint.read_checkpoint(self.records_dir)
@@ -230,12 +233,13 @@ class CoordinatorHost:
                 log.warning("grpc.aio_without_replica_control", services=[r.service_name for r in extra],
                             detail="grpc.server=aio serves no ReplicaControl: this broker cannot hold replicas")
             self.server, port = aio_server.create_server(address, self.servicer, self.admin,
-                                                         max_workers=self.config["grpc.max.workers"], security=security)
+                                                         max_workers=self.config["grpc.max.workers"], security=security,
+                                                         metrics=self.call_metrics)
             self.broker.grpc_port = port
             return port
         self.server, port, self.health = grpc_server.create_server(
             address, [*grpc_server.service_registrations(self.servicer, self.admin), *extra],
-            max_workers=self.config["grpc.max.workers"], security=security)
+            max_workers=self.config["grpc.max.workers"], security=security, metrics=self.call_metrics)
         self.broker.grpc_port = port
         return port
 

@@ -36,6 +36,21 @@ class _Where(NamedTuple):
     remote: bool = False
 
 
+LagPoint = tuple[int, int, int | None]  # (position, log end, append time ms of the message at position)
+
+
+def _point(committed: int, start: int, end: int, time_at: Callable[[int], int | None]) -> LagPoint:
+    position = max(committed if committed >= 0 else start, start)
+    return position, end, time_at(position) if position < end else None
+
+
+def _remote_point(client: SimpleConsumer, topic: str, number: int, committed: int) -> LagPoint:
+    def time_at(offset: int) -> int | None:
+        entries = client.time_index(topic, number, offset, 1)
+        return entries[0][1] if entries else None
+    return _point(committed, client.earliest_offset(topic, number), client.latest_offset(topic, number), time_at)
+
+
 class LogCatalog:
     def __init__(self, logs: LogManager, cluster: ClusterView | None = None) -> None:
         self.logs = logs
@@ -97,7 +112,7 @@ class LogCatalog:
         found = plog.offsets_before(timestamp_ms, 1)
         return found[0] if found else plog.start_offset
 
-    def lag_point(self, topic: str, partition: int, committed: int) -> tuple[int, int, int | None]:
+    def lag_point(self, topic: str, partition: int, committed: int) -> LagPoint:
         """(position, log end, append time ms of the message at position) for a committed offset.
 
         The position is the committed offset, or the log start when none is committed or
@@ -107,23 +122,44 @@ class LogCatalog:
         Raises:
             KeyError: the partition does not exist, or its broker is not alive or did not answer.
         """
-        def point(start: int, end: int, time_at: Callable[[int], int | None]) -> tuple[int, int, int | None]:
-            position = max(committed if committed >= 0 else start, start)
-            return position, end, time_at(position) if position < end else None
-
         where = self._where(topic, partition)
         if where.remote:
-            def remote(c: SimpleConsumer, p: int) -> tuple[int, int, int | None]:
-                def time_at(offset: int) -> int | None:
-                    entries = c.time_index(topic, p, offset, 1)
-                    return entries[0][1] if entries else None
-                return point(c.earliest_offset(topic, p), c.latest_offset(topic, p), time_at)
-            return self._ask(where, topic, remote)
+            return self._ask(where, topic, lambda c, p: _remote_point(c, topic, p, committed))
         try:
             plog = self._log(where, topic)
         except BrokerError as exc:
             raise KeyError(f"{topic}-{partition}") from exc
-        return point(plog.start_offset, plog.end_offset, plog.append_time_ms)
+        return _point(committed, plog.start_offset, plog.end_offset, plog.append_time_ms)
+
+    def lag_points(self, committed: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], LagPoint]:
+        """:meth:`lag_point` of many partitions (partition -> committed offset, -1 for none): this broker's
+        read here, another broker's asked over one connection per broker. A partition that does not exist
+        or whose broker did not answer is left out."""
+        found: dict[tuple[str, int], LagPoint] = {}
+        remote: dict[int, tuple[rq.BrokerInfo, list[tuple[str, int, int, int]]]] = {}
+        for (topic, partition), offset in committed.items():
+            try:
+                where = self._where(topic, partition)
+                if not where.remote:
+                    plog = self._log(where, topic)
+                    found[(topic, partition)] = _point(offset, plog.start_offset, plog.end_offset,
+                                                       plog.append_time_ms)
+                elif where.leader is not None:
+                    asks = remote.setdefault(where.leader.broker_id, (where.leader, []))[1]
+                    asks.append((topic, partition, where.number, offset))
+            except (KeyError, BrokerError):
+                continue
+        for leader, asks in remote.values():
+            try:
+                with self._client(leader) as client:
+                    for topic, partition, number, offset in asks:
+                        try:
+                            found[(topic, partition)] = _remote_point(client, topic, number, offset)
+                        except BrokerError:
+                            continue
+            except (ConnectionClosed, OSError, RillError):
+                continue
+        return found
 
     def _client(self, leader: rq.BrokerInfo) -> SimpleConsumer:
         """A client of ``leader`` (on the inter-broker listener, as this broker, in a cluster)."""

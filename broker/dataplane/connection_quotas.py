@@ -46,6 +46,8 @@ class ConnectionQuotas:
     def __init__(self, manager: QuotaManager, loop: object) -> None:
         self.manager = manager
         self.loop = loop
+        self.throttle_seconds = {"produce": 0.0, "fetch": 0.0, "request": 0.0}
+        """Seconds of mute imposed for each kind of quota (rill_quota_throttle_seconds_total)."""
 
     @property
     def active(self) -> bool:
@@ -59,8 +61,13 @@ class ConnectionQuotas:
         now = time.monotonic()
         user, client_id = name_of(conn.principal), conn.client_id
         delay = self.manager.record_request_time(user, client_id, seconds, now)
+        if delay > 0.0:
+            self.throttle_seconds["request"] += delay
         if kind in PRODUCE_TYPES:
-            delay = max(delay, self.manager.record_produce(user, client_id, nbytes, now))
+            produce_delay = self.manager.record_produce(user, client_id, nbytes, now)
+            if produce_delay > 0.0:
+                self.throttle_seconds["produce"] += produce_delay
+                delay = max(delay, produce_delay)
         self._mute(conn, delay, now)
 
     def fetched(self, conn: Connection, nbytes: int) -> None:
@@ -68,7 +75,10 @@ class ConnectionQuotas:
         if conn.replica or not self.manager.configured:
             return
         now = time.monotonic()
-        self._mute(conn, self.manager.record_fetch(name_of(conn.principal), conn.client_id, nbytes, now), now)
+        delay = self.manager.record_fetch(name_of(conn.principal), conn.client_id, nbytes, now)
+        if delay > 0.0:
+            self.throttle_seconds["fetch"] += delay
+        self._mute(conn, delay, now)
 
     def _mute(self, conn: Connection, delay: float, now: float) -> None:
         if delay <= 0.0:

@@ -27,6 +27,7 @@ from rill.broker.replication.leader_reads import LeaderReads
 from rill.broker.replication.replica import Replica
 from rill.broker.replication.replica_manager import ReplicaManager
 from rill.broker.dataplane.connection_quotas import ConnectionQuotas
+from rill.broker.metrics.request_metrics import RequestMetrics
 from rill.broker.security.request_acls import DataPlaneAcls
 from rill.broker.security.sasl_authenticator import refuse_out_of_order
 from rill.client.errors import (BrokerError, ErrorCode, InvalidFetchSize, InvalidRequest, NotEnoughReplicas,
@@ -63,6 +64,7 @@ class RequestHandlers:
         self.topics = DataPlaneTopics(server, logs, auto_create, replicas=replicas)
         self.acls = acls  # None: no authorizer (every request allowed, at no cost)
         self.quotas: ConnectionQuotas | None = None  # client quotas (rill.broker.dataplane.connection_quotas)
+        self.metrics: RequestMetrics | None = None  # None: metrics.port = 0 (nothing counted, at no cost)
         if acls is not None:
             self.topics.may_create = acls.may_create_topic
         self.leader_reads = LeaderReads(replicas, server, max_wait_ms=max_wait_ms) if replicas is not None else None
@@ -91,13 +93,20 @@ class RequestHandlers:
         if conn.authenticator is not None:  # a SASL listener's connection, not authenticated yet
             return conn.authenticator.handle(conn, kind, request)  # type: ignore[no-any-return]
         quotas = self.quotas
+        metrics = self.metrics
+        if metrics is None and (quotas is None or not quotas.active):
+            return self._table[kind](conn, request)
+        started = time.monotonic()
         if quotas is None or not quotas.active:
-            return self._table[kind](conn, request)
-        started = time.perf_counter()
-        try:
-            return self._table[kind](conn, request)
-        finally:
-            quotas.after_request(conn, kind, len(body), time.perf_counter() - started)
+            slot = self._table[kind](conn, request)
+        else:
+            try:
+                slot = self._table[kind](conn, request)
+            finally:
+                quotas.after_request(conn, kind, len(body), time.monotonic() - started)
+        if metrics is not None:
+            metrics.handled(kind, conn.last_active, started, slot)
+        return slot
 
     def client_hello(self, conn: Connection, req: ClientHelloRequest) -> Slot:
         """The connection's client id, for client quotas; a malformed one is InvalidRequest (left unnamed)."""
@@ -141,6 +150,8 @@ class RequestHandlers:
             self._leader_appended(replica)
         else:
             self.delayed.on_append(req.topic, partition)
+        if self.metrics is not None:
+            self.metrics.appended(req.topic, len(req.messages), info.count)
         return rq.PartitionAck(0, partition, info.first_offset, info.next_offset), partition_log
 
     def _require_in_sync(self, replica: Replica) -> None:
@@ -228,7 +239,10 @@ class RequestHandlers:
             max_size = fetch.max_size
             if high_watermark is not None:  # consumers read committed data only
                 max_size = min(max_size, max(high_watermark - fetch.offset, 0))
-            return ReadResult(0, partition_log.read(fetch.offset, max_size))
+            found = partition_log.read(fetch.offset, max_size)
+            if self.metrics is not None:
+                self.metrics.fetched(fetch.topic, found.length)
+            return ReadResult(0, found)
         except UnknownTopic:
             return ReadResult(0, None)  # Kafka 0.7 answers an unknown topic with an empty set
         except BrokerError as exc:

@@ -50,13 +50,18 @@ Part = bytes | FileSlice  # a response part: bytes to write, or a segment file's
 class Slot:
     """A place in a connection's response order, filled now or later."""
 
-    __slots__ = ("parts",)
+    __slots__ = ("parts", "meta", "ready_at")
 
     def __init__(self, parts: list[Part] | None = None) -> None:
         self.parts = parts
+        self.meta: Any = None
+        """With metrics on: (its request type's stats, when read, when handled); see request_metrics."""
+        self.ready_at = 0.0  # with metrics on: when its parts were set (monotonic seconds)
 
     def fill(self, parts: list[Part]) -> None:
         self.parts = parts
+        if self.meta is not None:
+            self.ready_at = time.monotonic()
 
 
 Handler = Callable[["Connection", memoryview], "Slot | None"]
@@ -115,6 +120,7 @@ class Connection:
         self.client_id = ""  # from CLIENT_HELLO ("": the default client id, as every Kafka 0.7 client)
         self.on_fetched: Callable[[Connection, int], None] | None = None
         """Told the message bytes of each fetch response queued (client quotas; None: not counted)."""
+        self.sending: list[Slot] = []  # slots with metrics being written: told when the last byte is out
 
     # ---------------------------------------------------------------- reading
 
@@ -229,6 +235,8 @@ class Connection:
         """
         while True:
             if not self._out:
+                if self.sending:
+                    self._report_sent()
                 if not self._take_ready():
                     return True
             part = self._out[0]
@@ -252,7 +260,10 @@ class Connection:
         chunk: list[bytes] = []
         fetched = 0
         while self.pending and self.pending[0].parts is not None:
-            for part in self.pending.popleft().parts or ():
+            slot = self.pending.popleft()
+            if slot.meta is not None:
+                self.sending.append(slot)
+            for part in slot.parts or ():
                 if isinstance(part, (bytes, bytearray)):
                     chunk.append(part)
                     continue
@@ -267,6 +278,13 @@ class Connection:
         if fetched and self.on_fetched is not None:
             self.on_fetched(self, fetched)
         return bool(self._out)
+
+    def _report_sent(self) -> None:
+        """Every slot taken for sending is written: tell their request metrics."""
+        now = time.monotonic()
+        for slot in self.sending:
+            slot.meta[0].sent(slot, now)
+        self.sending = []
 
     def _send_bytes(self, data: bytes) -> int | None:
         try:

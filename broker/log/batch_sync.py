@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import ctypes
 import os
+import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import structlog
 
+from rill.broker.log.fsync_stats import FSYNC_SECONDS
 from rill.broker.log.log import Log
 from rill.client.errors import StorageError
 
@@ -70,8 +72,10 @@ def flush_together(logs: Sequence[Log], path: str) -> list[Log]:
             tokens.append((log, token))
     if not tokens:
         return failed
+    started = time.monotonic()
     try:
         sync_filesystem(path)
+        FSYNC_SECONDS.observe(time.monotonic() - started)
     except OSError as exc:
         _logger.warning("log.batch_sync_failed", path=path, error=exc.strerror or str(exc),
                         detail="flushing the logs one by one to find which failed")

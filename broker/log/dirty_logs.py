@@ -32,6 +32,10 @@ class DirtyLogs:
         self._lock = threading.Lock()
         self._dirty: set[Log] = set()
 
+    def __len__(self) -> int:
+        """How many logs have data not yet flushed (the flusher's backlog)."""
+        return len(self._dirty)
+
     def add(self, log: Log) -> None:
         """Put ``log`` in the set (its ``on_dirty`` hook)."""
         with self._lock:

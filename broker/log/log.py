@@ -43,6 +43,7 @@ import structlog
 
 from rill.broker.log import files, reads, times, truncation
 from rill.broker.log.integrity import CorruptRange
+from rill.broker.log.fsync_stats import FSYNC_SECONDS
 from rill.broker.log.leader_epochs import LeaderEpochCache
 from rill.broker.log.log_config import MAX_SEGMENT_BYTES, Clock, LogConfig
 from rill.broker.log.open_files import UNBOUNDED, OpenFiles
@@ -337,12 +338,14 @@ class Log:
             if end == flushed and messages == self._flushed_messages:
                 self._last_flush_time = now
                 return
+            started = time.monotonic()
             try:
                 for segment in view.from_offset(flushed):
                     segment.flush()
             except OSError as exc:
                 self._fail(exc, "fsync")
                 raise StorageError(f"{self.topic}-{self.partition}: flush failed: {exc}") from exc
+            FSYNC_SECONDS.observe(time.monotonic() - started)
             self._flushed_messages = messages
             self._last_flush_time = now
         waiters.advance(end)  # the waiters read with `end`: after a truncation, the old ones (truncation.py)

@@ -302,6 +302,11 @@ class LogManager:
         """Stop holding a replica; False when none is held here (:meth:`ReplicaLogs.delete`)."""
         return self._replica_logs.delete(topic, partition)
 
+    @property
+    def dirty_count(self) -> int:
+        """How many logs wait for the flusher (its backlog)."""
+        return len(self._dirty)
+
     def logs(self) -> list[Log]:
         """Every open log (a snapshot)."""
         return list(self._table.logs.values())

@@ -91,6 +91,7 @@ class ReplicaManager:
         self.min_insync = min_insync
         self.clock = clock
         self.controller_epoch = -1
+        self.leaderships_taken = 0  # times a replica here became leader (any epoch), for the metrics
         self.replicas: dict[Key, Replica] = {key: Replica(log_, broker_id) for key, log_ in store.replicas().items()}
         self._held_topics = {topic for topic, _ in self.replicas}  # topics with a replica here (O(1) lookups)
         self.brokers: dict[int, rq.BrokerInfo] = {}
@@ -208,6 +209,7 @@ class ReplicaManager:
             state = LeaderState(self.broker_id, role.leader_epoch, role.replicas, role.isr, role.zk_version,
                                 high_watermark=replica.high_watermark, epoch_start_offset=end, now_ms=self._now_ms())
             replica.leader_state, replica.role, replica.throttled = state, Role.LEADER, False
+            self.leaderships_taken += 1  # rill_leadership_changes_total
             replica.leader_id, replica.leader_epoch, replica.replicas = self.broker_id, role.leader_epoch, role.replicas
             replica.min_insync = role.min_insync
         key = (replica.topic, replica.partition)

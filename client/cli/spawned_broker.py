@@ -36,7 +36,7 @@ class SpawnedBroker:
         """Start it (again, after a stop, on the same data); return the seconds until it served (its
         ``broker.ready`` line). Each start logs to a file of its own (``log_path``)."""
         args = [sys.executable, "-m", "rill.broker.main", "--data-dir", self.data_dir, "--port", "0",
-                "--grpc-port", "0", "--host", "127.0.0.1", "--log-format", "json"]
+                "--grpc-port", "0", "--metrics-port", "-1", "--host", "127.0.0.1", "--log-format", "json"]
         if self.zookeeper is not None:
             args += ["--zookeeper", self.zookeeper]
         if self.broker_id is not None:

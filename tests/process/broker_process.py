@@ -35,12 +35,14 @@ class BrokerProcess:
         # a test may find it leader in ZooKeeper while it starts
         self.port = _pinned(extra, "--port")
         self.grpc_port = _pinned(extra, "--grpc-port")
+        self.metrics_port: int | None = None  # known once ready
         self.log_path = data_dir.parent / f"broker-{time.time_ns()}.log"
 
     def start(self, timeout: float = 30.0) -> BrokerProcess:
         self.log_file = open(self.log_path, "wb")
         cmd = [*self.prefix, sys.executable, "-m", "rill.broker.main", "--data-dir", str(self.data_dir), "--port", "0",
-               "--grpc-port", "0", "--host", self.host, "--log-format", "json", *grpc_server_default(),
+               "--grpc-port", "0", "--metrics-port", "-1", "--host", self.host, "--log-format", "json",
+               *grpc_server_default(),
                # a small groups topic keeps test clusters light (50 partitions x 3 replicas otherwise); --set wins
                "--set", "offsets.topic.num.partitions=3", *self.extra]
         limit = self.fd_limit
@@ -52,6 +54,7 @@ class BrokerProcess:
                 if event.get("event") == "broker.ready":
                     self.port = int(event["port"])
                     self.grpc_port = int(event["grpc_port"])
+                    self.metrics_port = event.get("metrics_port")
                     return self
             if self.proc.poll() is not None:
                 raise RuntimeError(f"broker exited with {self.proc.returncode}:\n{self.log_path.read_text()}")

@@ -25,7 +25,8 @@ def test_broker_process_registers_in_zookeeper(tmp_path: Path, zk_connect: str) 
         assert value.split(":")[1:] == ["127.0.0.1", str(proc.port)]
         dup = subprocess.run(
             [sys.executable, "-m", "rill.broker.main", "--data-dir", str(tmp_path / "dup"), "--port", "0",
-             "--grpc-port", "0", "--host", "127.0.0.1", "--zookeeper", zk_connect, "--broker-id", "3",
+             "--grpc-port", "0", "--metrics-port", "0", "--host", "127.0.0.1", "--zookeeper", zk_connect,
+             "--broker-id", "3",
              "--set", "zookeeper.session.timeout.ms=1500", "--log-format", "json"],
             capture_output=True, timeout=60)
         assert dup.returncode == 1, dup.stderr.decode()
