@@ -13,6 +13,7 @@ partitions, listeners, quota kinds. No connection, client or member is ever a la
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -133,8 +134,20 @@ class BrokerCollector(Collector):
                                 value=self.logs.dirty_count)
         yield GaugeMetricFamily("rill_log_offline_partitions", "Partitions whose log failed (a disk error): "
                                 "refused until the broker restarts", value=offline)
+        yield from self._disk()
         yield histogram_family("rill_log_flush_seconds", "Duration of a log flush (fsync of its segments, or "
                                "one batched file-system sync), for the whole process", [], [([], FSYNC_SECONDS)])
+
+    def _disk(self) -> Iterator[Metric]:
+        """The file system holding log.dir (statvfs; nothing when it cannot be read)."""
+        try:
+            fs = os.statvfs(self.logs.data_dir)
+        except OSError:
+            return
+        yield GaugeMetricFamily("rill_log_dir_free_bytes", "Bytes available to the broker on log.dir's file system",
+                                value=fs.f_bavail * fs.f_frsize)
+        yield GaugeMetricFamily("rill_log_dir_total_bytes", "Size of log.dir's file system",
+                                value=fs.f_blocks * fs.f_frsize)
 
     # ---------------------------------------------------------------- connections
 

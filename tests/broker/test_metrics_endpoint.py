@@ -8,6 +8,7 @@ prometheus-client's parser (so the exposition is valid text format).
 from __future__ import annotations
 
 import gzip
+import os
 import re
 import threading
 import time
@@ -247,3 +248,10 @@ def test_every_metric_is_documented_and_every_documented_one_exists(broker: Runn
     table = (Path(__file__).parents[2] / "docs" / "operations.md").read_text().split("## Metrics", 1)[1]
     documented = {name.removesuffix("_total") for name in re.findall(r"^\| `(rill_[a-z_]+)`", table, re.M)}
     assert exposed == documented
+
+
+def test_the_log_dir_disk_is_measured(broker: RunningBroker) -> None:
+    samples = scrape(broker)
+    free, total = value(samples, "rill_log_dir_free_bytes"), value(samples, "rill_log_dir_total_bytes")
+    fs = os.statvfs(broker.broker.logs.data_dir)
+    assert 0 < free <= total == fs.f_blocks * fs.f_frsize
