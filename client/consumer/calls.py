@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from rill.client.consumer.consumer_snapshot import EndOffsets
 from rill.client.consumer.errors import IllegalStateError
 from rill.client.consumer.fetcher import Fetcher
 from rill.client.consumer.group_client import GroupClient
@@ -38,6 +39,7 @@ class ConsumerCalls:
     _offsets: OffsetFetcher
     _refresh: MetadataRefresh
     _group: GroupClient | None
+    _ends: EndOffsets
     _closed: bool
 
     def _check_open(self) -> None:

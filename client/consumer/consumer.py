@@ -17,7 +17,8 @@ group membership), ``for message in consumer:`` (with ``consumer_timeout_ms``),
 ``consumer.commit_async(callback=...)``, ``consumer.offsets_for_times({...})``.
 
 This module holds the class with its construction, identity, poll() and its loop,
-metrics() and close(); the other calls come from
+metrics() (and the snapshot of them for other threads, :mod:`~rill.client.consumer.consumer_snapshot`)
+and close(); the other calls come from
 :mod:`~rill.client.consumer.subscription_calls` (add_topic, subscribe, assign ...),
 :mod:`~rill.client.consumer.positions` (position, seek, pause, log bounds, offsets by
 time), :mod:`~rill.client.consumer.group_offsets` (commit, commit_async, committed,
@@ -32,7 +33,7 @@ pauses), :mod:`~rill.client.consumer.fetcher` (pipelined long-poll fetches),
 :mod:`~rill.client.net.selector_loop` (the one wait, over :mod:`~rill.client.net.broker_socket` connections).
 
 Not thread-safe: one thread calls every method (the gRPC library's own threads only
-wake the loop).
+wake the loop). The one exception is ``metrics_snapshot``, which any thread may read.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from typing import Any
 
 import structlog
 
+from rill.client.consumer.consumer_snapshot import ConsumerSnapshot, Counters, EndOffsets, next_snapshot, take_snapshot
 from rill.client.consumer.errors import NoOffsetForPartition
 from rill.client.consumer.fetcher import FetchConfig, Fetcher
 from rill.client.consumer.group_client import GroupClient
@@ -132,6 +134,9 @@ class Consumer(SubscriptionCalls, PositionCalls, GroupOffsetCalls, IterationCall
         self._stats = {"polls": 0, "records": 0}
         self._waiting: deque[tuple[Message, int]] = deque()  # the iterator's (rill.client.consumer.iteration)
         self._held: dict[TopicPartition, deque[tuple[Message, int]]] = {}
+        self._ends = EndOffsets()  # log ends known, for the snapshot's lag
+        self._snapshot: ConsumerSnapshot | None = None  # replaced whole, read by other threads
+        self._snapshot_due = 0.0  # when poll()'s loop takes the next snapshot
         if topics:
             self.subscribe(topics)
 
@@ -215,8 +220,13 @@ class Consumer(SubscriptionCalls, PositionCalls, GroupOffsetCalls, IterationCall
             if records:
                 fetcher.send_fetches()
                 self._stats["records"] += len(records)
+                if now >= self._snapshot_due:
+                    self._publish()
                 return self._deserialize(records) if self._value_deserializer or self._key_deserializer else records
-            if self._clock() >= deadline:
+            now = self._clock()
+            if now >= self._snapshot_due:
+                self._publish()
+            if now >= deadline:
                 return []
 
     def _maintain(self, now: float) -> None:
@@ -250,12 +260,37 @@ class Consumer(SubscriptionCalls, PositionCalls, GroupOffsetCalls, IterationCall
 
     # ---------------------------------------------------------------- metrics
 
+    @property
+    def metrics_snapshot(self) -> ConsumerSnapshot | None:
+        """The figures the consumer last published for other threads (None before the first poll() or
+        metrics()): thread-safe, no I/O, never changes once returned. See
+        :mod:`~rill.client.consumer.consumer_snapshot` for when it is taken and how fresh its lag is."""
+        return self._snapshot
+
+    def _publish(self, owned: bool = True) -> ConsumerSnapshot:
+        """Take a snapshot of the figures and publish it (one reference replaced); schedule the next one."""
+        start = self._clock()
+        group = self._group
+        counters = Counters(self._stats["polls"], self._stats["records"], self._buffered_records(),
+                            self._fetcher.stats["fetches"], self._fetcher.stats["bytes"],
+                            group.stats if group is not None else {},
+                            len(group.async_commits) if group is not None else 0, self.generation)
+        snapshot = self._snapshot = take_snapshot(self.config["client.id"], self.group_id, counters,
+                                                  self._subscription.assignment, self._ends,
+                                                  self._fetcher.fetched_to(), owned)
+        self._snapshot_due = next_snapshot(start, self._clock() - start)
+        return snapshot
+
+    def _buffered_records(self) -> int:
+        return self._fetcher.buffered_records() + len(self._waiting) + sum(map(len, self._held.values()))
+
     def metrics(self) -> dict[str, Any]:
         """Counters and, per owned partition, position, committed offset, end offset and lag.
 
         ``lag`` is in bytes (offsets are byte positions): the log end offset minus the
         position. It makes one OFFSETS request per owned partition (blocking): call it
         from time to time, not in the hot loop. An end offset that cannot be read is None.
+        It also publishes a fresh ``metrics_snapshot`` with these end offsets.
         """
         self._check_open()
         partitions: dict[str, dict[str, int | None]] = {}
@@ -271,13 +306,15 @@ class Consumer(SubscriptionCalls, PositionCalls, GroupOffsetCalls, IterationCall
             lag = end - state.position if end is not None and state.position is not None else None
             partitions[f"{tp.topic}-{tp.partition}"] = {
                 "position": state.position, "committed": state.committed, "end_offset": end, "lag": lag}
+            if end is not None:
+                self._ends.answered({tp: end})
+        self._publish()
         group = self._group
         return {
             "group": self.group_id, "member_id": self.member_id, "generation": self.generation,
             "state": group.state if group is not None else None,
             "polls": self._stats["polls"], "records_returned": self._stats["records"],
-            "records_buffered": self._fetcher.buffered_records() + len(self._waiting)
-            + sum(map(len, self._held.values())),
+            "records_buffered": self._buffered_records(),
             "commits_pending": len(group.async_commits) if group is not None else 0,
             "fetch_requests": self._fetcher.stats["fetches"], "bytes_fetched": self._fetcher.stats["bytes"],
             **(group.stats if group is not None else {}),
@@ -312,6 +349,7 @@ class Consumer(SubscriptionCalls, PositionCalls, GroupOffsetCalls, IterationCall
                 group.async_commits.fail_all(ConnectionClosed("the consumer was closed before the coordinator "
                                                               "answered this commit"))
                 group.close()
+            self._publish(owned=False)  # the final counters; no partitions: it owns none now
             self._fetcher.close()
             self._offsets.close()
             self._network.close()

@@ -380,6 +380,12 @@ class Fetcher:
                 sub.fail(chunk.tp, chunk.error)
         return out
 
+    def fetched_to(self) -> dict[TopicPartition, int]:
+        """Where each partition's next fetch starts (current epochs): its log reached at least that far."""
+        owned = self.subscription.assignment
+        return {tp: s.offset for tp, s in self._partitions.items()
+                if s.offset >= 0 and (ps := owned.get(tp)) is not None and ps.epoch == s.epoch}
+
     def buffered_records(self) -> int:
         """Messages fetched and not yet returned (current epochs only)."""
         return sum(len(c.records) - c.pos for c in self._completed if self._current(c.tp, c.epoch))

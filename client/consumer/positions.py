@@ -101,9 +101,12 @@ class PositionCalls(ConsumerCalls):
         return self._offsets_at(partitions, rq.EARLIEST_TIME)
 
     def end_offsets(self, partitions: Iterable[PartitionLike]) -> dict[TopicPartition, int]:
-        """Each partition's log end offset: where the next message will go (blocking OFFSETS requests)."""
+        """Each partition's log end offset: where the next message will go (blocking OFFSETS requests).
+        Those of owned partitions also freshen the lag of the next ``metrics_snapshot``."""
         self._check_open()
-        return self._offsets_at(partitions, rq.LATEST_TIME)
+        ends = self._offsets_at(partitions, rq.LATEST_TIME)
+        self._ends.answered({tp: end for tp, end in ends.items() if tp in self._subscription.assignment})
+        return ends
 
     def offsets_for_times(self, timestamps: Mapping[PartitionLike, int]) -> dict[TopicPartition,
                                                                                  OffsetAndTimestamp | None]:

@@ -6,8 +6,11 @@ turns into rates itself (seed 003: "incorporate this feedback in the client apis
 allow the user to log or monitor this in the manner they chose").
 
 Counted when a batch ends (acknowledged, retried, failed), when a produce request is
-queued and when it is answered; ``requests_in_flight`` is set by the send thread at
-every turn of its loop, the buffer figures are read from the accumulator when asked.
+queued and when it is answered (its latency also lands in one of the fixed buckets of
+``LATENCY_BUCKETS``: a bisect under the lock already taken, so that the Prometheus
+collector, rill.client.client_collectors, exposes a real histogram); ``requests_in_flight``
+is set by the send thread at every turn of its loop, the buffer figures are read from the
+accumulator when asked.
 A message counts once it is *acknowledged* (``acks=none``: once written): ``records_sent``
 does not include messages queued or in flight.
 
@@ -18,10 +21,17 @@ additions per batch.
 
 from __future__ import annotations
 
+import math
 import threading
+from bisect import bisect_left
 from typing import Any
 
-__all__ = ["ProducerMetrics"]
+__all__ = ["LATENCY_BUCKETS", "ProducerMetrics"]
+
+# upper bounds (seconds) of the request latency histogram, then +Inf: from a produce answered by a broker on
+# the same host (under a millisecond) to one that waits out a long fsync or the request timeout (30 s by default)
+LATENCY_BUCKETS: tuple[float, ...] = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+                                      1.0, 2.5, 5.0, 10.0, 30.0)
 
 _TOPIC_COUNTERS = ("records_sent", "bytes_sent", "record_errors", "record_retries")
 
@@ -37,6 +47,7 @@ class ProducerMetrics:
         self._latency_total = 0.0
         self._latency_count = 0
         self._latency_max = 0.0
+        self._latency_buckets = [0] * (len(LATENCY_BUCKETS) + 1)  # per bucket (not cumulative), the last +Inf
         self.requests_in_flight = 0  # set by the send thread each turn
 
     def _add(self, topic: str, name: str, amount: int) -> None:
@@ -74,6 +85,7 @@ class ProducerMetrics:
             self._latency_total += latency
             self._latency_count += 1
             self._latency_max = max(self._latency_max, latency)
+            self._latency_buckets[bisect_left(LATENCY_BUCKETS, latency)] += 1  # latency == bound: that bucket
 
     def snapshot(self, buffer_used: int, buffer_total: int) -> dict[str, Any]:
         """The dict ``Producer.metrics()`` returns (docs/clients.md, "Producer metrics").
@@ -87,6 +99,9 @@ class ProducerMetrics:
         ``records_per_batch_avg`` over acknowledged batches; ``request_latency_avg_ms`` /
         ``request_latency_max_ms``: from a produce request being queued on its connection
         to its response (None before the first answer; there is none with ``acks=none``);
+        ``request_latency_buckets_ms``: ``{upper bound in ms: requests answered within it}``,
+        cumulative (Prometheus's ``le``), one key per bound of ``LATENCY_BUCKETS`` and ``math.inf``
+        last (every answered request); ``request_latency_sum_ms``: their latencies added up;
         ``topics``: per topic, ``records_sent``, ``bytes_sent``, ``record_errors``,
         ``record_retries``.
         """
@@ -94,6 +109,7 @@ class ProducerMetrics:
             totals = dict(self._totals)
             topics = {name: dict(counters) for name, counters in sorted(self._topics.items())}
             count, total, peak = self._latency_count, self._latency_total, self._latency_max
+            buckets = list(self._latency_buckets)
         batches = totals["batches_sent"]
         return {
             **totals,
@@ -105,5 +121,17 @@ class ProducerMetrics:
             "records_per_batch_avg": totals["records_sent"] / batches if batches else 0.0,
             "request_latency_avg_ms": 1000.0 * total / count if count else None,
             "request_latency_max_ms": 1000.0 * peak if count else None,
+            "request_latency_buckets_ms": _cumulative(buckets),
+            "request_latency_sum_ms": 1000.0 * total,
             "topics": topics,
         }
+
+
+def _cumulative(counts: list[int]) -> dict[float, int]:
+    """Per-bucket counts as ``{upper bound in ms: count at or under it}``, ending with ``math.inf``."""
+    out: dict[float, int] = {}
+    running = 0
+    for bound, n in zip((*LATENCY_BUCKETS, math.inf), counts):
+        running += n
+        out[bound * 1000.0] = running
+    return out

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 
 import pytest
 
 from rill.client.producer import Producer, ProducerTimeout
-from rill.client.producer.metrics import ProducerMetrics
+from rill.client.producer.metrics import LATENCY_BUCKETS, ProducerMetrics
 from rill.client.protocol import requests as rq
 
 from tests.unit.producer.test_sender import FakeBroker, metadata_answer
@@ -53,3 +54,19 @@ def test_a_retried_then_failed_message_is_counted_as_both(silent_on_produce: Fak
     assert (snap["requests_sent"], snap["record_retries"], snap["record_errors"], snap["records_sent"]) == (2, 1, 1, 0)
     assert snap["topics"]["t"]["record_errors"] == 1
     assert snap["request_latency_avg_ms"] is None  # never answered
+
+
+def test_request_latencies_land_in_cumulative_buckets() -> None:
+    """Each answered request counts in the first bucket whose bound (ms) it does not exceed, and in every later
+    one; the last bucket (inf) counts every answer and the sum adds their latencies."""
+    m = ProducerMetrics()
+    empty = m.snapshot(0, 1)
+    assert set(empty["request_latency_buckets_ms"].values()) == {0} and empty["request_latency_sum_ms"] == 0.0
+    for latency in (0.0002, 0.001, 0.0011, 7.0, 99.0):  # 1 ms exactly is in the 1 ms bucket
+        m.answered(latency)
+    snap = m.snapshot(0, 1)
+    buckets = snap["request_latency_buckets_ms"]
+    assert list(buckets) == [b * 1000.0 for b in LATENCY_BUCKETS] + [math.inf]
+    assert (buckets[0.5], buckets[1.0], buckets[2.5], buckets[5000.0], buckets[10000.0], buckets[30000.0],
+            buckets[math.inf]) == (1, 2, 3, 3, 4, 4, 5)
+    assert snap["request_latency_sum_ms"] == pytest.approx(1000.0 * (0.0002 + 0.001 + 0.0011 + 7.0 + 99.0))
