@@ -7,12 +7,10 @@ prometheus-client's parser (so the exposition is valid text format).
 
 from __future__ import annotations
 
-import gzip
 import os
 import re
 import threading
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,35 +27,8 @@ from rill.client.protocol import requests as rq
 from rill.client.simple import SimpleConsumer, SimpleProducer
 from rill.v1 import admin_pb2 as apb
 from tests.conftest import RawClient
+from tests.prometheus_scrape import broker_exposition, scrape_broker, value
 from tests.security.grpc_acls import secured_broker
-
-Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
-
-
-def scrape(broker: RunningBroker, *, gzipped: bool = False) -> Samples:
-    """Every sample of the broker's /metrics: (sample name, labels) -> value."""
-    assert broker.metrics_port is not None
-    request = urllib.request.Request(f"http://127.0.0.1:{broker.metrics_port}/metrics",
-                                     headers={"Accept-Encoding": "gzip"} if gzipped else {})
-    with urllib.request.urlopen(request, timeout=10) as response:
-        body = response.read()
-        if gzipped:
-            assert response.headers.get("Content-Encoding") == "gzip"
-            body = gzip.decompress(body)
-    samples: Samples = {}
-    for family in text_string_to_metric_families(body.decode()):
-        for sample in family.samples:
-            samples[(sample.name, frozenset(sample.labels.items()))] = sample.value
-    return samples
-
-
-def value(samples: Samples, name: str, **labels: str) -> float:
-    return samples[(name, frozenset(labels.items()))]
-
-
-def named(samples: Samples, name: str) -> dict[frozenset[tuple[str, str]], float]:
-    return {labels: v for (n, labels), v in samples.items() if n == name}
-
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[RunningBroker]:
@@ -74,7 +45,7 @@ def test_counters_equal_what_was_produced_and_fetched(broker: RunningBroker) -> 
     with SimpleConsumer(broker.host, broker.port) as client:
         ends = [client.latest_offset("metered", p) for p in (0, 1)]
         fetched = sum(client.fetch("metered", p, 0, 1 << 20)[-1].next_offset for p in (0, 1))
-    samples = scrape(broker)
+    samples = scrape_broker(broker)
     assert value(samples, "rill_topic_messages_in_total", topic="metered") == 300
     assert value(samples, "rill_topic_bytes_in_total", topic="metered") == sum(ends)
     for p, end in enumerate(ends):
@@ -106,7 +77,7 @@ def test_error_codes_are_counted_by_name(broker: RunningBroker) -> None:
         raw.close()
     assert int.from_bytes(good[:2], "big") == 0
     assert int.from_bytes(bad[:2], "big") == ErrorCode.OFFSET_OUT_OF_RANGE
-    samples = scrape(broker)
+    samples = scrape_broker(broker)
     assert value(samples, "rill_requests_total", type="FETCH", error="OFFSET_OUT_OF_RANGE") == 1
     assert value(samples, "rill_requests_total", type="FETCH", error="NONE") == 1
 
@@ -125,7 +96,7 @@ def test_long_polls_are_timed_as_remote(broker: RunningBroker) -> None:
         waited = time.monotonic() - started
         produce_later.join()
     assert results and 0.5 < waited < 5
-    samples = scrape(broker)
+    samples = scrape_broker(broker)
     remote = value(samples, "rill_request_remote_seconds_sum", type="FETCH_WAIT")
     local = value(samples, "rill_request_local_seconds_sum", type="FETCH_WAIT")
     assert remote > 0.1 > local
@@ -149,7 +120,7 @@ def test_group_lag_equals_the_truth(broker: RunningBroker) -> None:
     finally:
         admin.close()
     time.sleep(1.1)
-    samples = scrape(broker)
+    samples = scrape_broker(broker)
     key = {"group": "laggards", "topic": "lagging", "partition": "0"}
     assert value(samples, "rill_group_committed_offset_bytes", **key) == committed
     assert value(samples, "rill_group_lag_bytes", **key) == end - committed
@@ -163,7 +134,7 @@ def test_group_lag_equals_the_truth(broker: RunningBroker) -> None:
             producer.send("lagging", f"n{i}".encode(), partition=0).get(10)
     with SimpleConsumer(broker.host, broker.port) as client:
         grown = client.latest_offset("lagging", 0)
-    assert value(scrape(broker), "rill_group_lag_bytes", **key) == grown - committed
+    assert value(scrape_broker(broker), "rill_group_lag_bytes", **key) == grown - committed
 
 
 def test_a_live_group_shows_members_generation_and_rebalances(broker: RunningBroker) -> None:
@@ -175,7 +146,7 @@ def test_a_live_group_shows_members_generation_and_rebalances(broker: RunningBro
         while not consumer.poll(0.2) and time.monotonic() < deadline:
             pass
         generation = consumer.generation
-        samples = scrape(broker)
+        samples = scrape_broker(broker)
     assert value(samples, "rill_group_members", group="live-group") == 1
     assert value(samples, "rill_group_state", group="live-group", state="Stable") == 1
     assert value(samples, "rill_group_generation", group="live-group") == generation
@@ -190,7 +161,7 @@ def test_grpc_calls_are_counted_by_method_and_code(broker: RunningBroker) -> Non
         admin.describe_topics()
     finally:
         admin.close()
-    samples = scrape(broker)
+    samples = scrape_broker(broker)
     assert value(samples, "rill_grpc_requests_total", method="/rill.v1.GroupCoordinator/ListGroups", code="OK") == 3
     assert value(samples, "rill_grpc_request_seconds_count", method="/rill.v1.GroupCoordinator/ListGroups") == 3
     assert value(samples, "rill_grpc_requests_total", method="/rill.v1.Admin/DescribeTopics", code="OK") == 1
@@ -204,12 +175,12 @@ def test_refused_grpc_calls_carry_their_status(tmp_path: Path, kind: str) -> Non
         refused = secured.call(None, "Admin", "CreateTopic", apb.CreateTopicRequest(topic="t", partitions=1))
         assert isinstance(refused, grpc.RpcError)
         described = secured.call("admin", "Admin", "DescribeTopics", apb.DescribeTopicsRequest())
-        samples = scrape(secured.broker)
-    calls = named(samples, "rill_grpc_requests_total")
-    assert calls[frozenset({("method", "/rill.v1.Admin/CreateTopic"), ("code", refused.code().name)})] == 1
+        samples = scrape_broker(secured.broker)
+    assert value(samples, "rill_grpc_requests_total", method="/rill.v1.Admin/CreateTopic",
+                 code=refused.code().name) == 1
     assert refused.code().name in ("PERMISSION_DENIED", "UNAUTHENTICATED")
     if isinstance(described, apb.DescribeTopicsResponse):
-        assert calls[frozenset({("method", "/rill.v1.Admin/DescribeTopics"), ("code", "OK")})] == 1
+        assert value(samples, "rill_grpc_requests_total", method="/rill.v1.Admin/DescribeTopics", code="OK") == 1
 
 
 def test_the_exposition_is_served_gzipped_and_names_follow_prometheus(broker: RunningBroker) -> None:
@@ -217,12 +188,12 @@ def test_the_exposition_is_served_gzipped_and_names_follow_prometheus(broker: Ru
     no label names a connection, a client or a member."""
     with Producer(bootstrap_servers=broker.address, acks="append") as producer:
         producer.send("named", b"x").get(10)
-    samples = scrape(broker, gzipped=True)
+    samples = scrape_broker(broker, gzipped=True)
     names = {name for name, _ in samples}
     assert not [n for n in names if n.endswith("_created")]
     rill_names = {n for n in names if n.startswith("rill_")}
     assert "rill_requests_total" in rill_names and "rill_log_flush_seconds_count" in rill_names
-    labels = {k for (name, ls) in samples.items() for k, _ in name[1]}
+    labels = {k for (_, ls) in samples for k, _ in ls}
     assert not labels & {"client_id", "member", "consumer_id", "connection", "peer", "host"}
 
 
@@ -241,9 +212,7 @@ def test_a_taken_metrics_port_stops_the_start_with_a_clear_error(tmp_path: Path,
 
 def test_every_metric_is_documented_and_every_documented_one_exists(broker: RunningBroker) -> None:
     """docs/operations.md's table lists exactly the rill_ families a broker exposes."""
-    assert broker.metrics_port is not None
-    with urllib.request.urlopen(f"http://127.0.0.1:{broker.metrics_port}/metrics", timeout=10) as response:
-        families = {f.name for f in text_string_to_metric_families(response.read().decode())}
+    families = {f.name for f in text_string_to_metric_families(broker_exposition(broker))}
     exposed = {name for name in families if name.startswith("rill_")}
     table = (Path(__file__).parents[2] / "docs" / "operations.md").read_text().split("## Metrics", 1)[1]
     documented = {name.removesuffix("_total") for name in re.findall(r"^\| `(rill_[a-z_]+)`", table, re.M)}
@@ -251,7 +220,7 @@ def test_every_metric_is_documented_and_every_documented_one_exists(broker: Runn
 
 
 def test_the_log_dir_disk_is_measured(broker: RunningBroker) -> None:
-    samples = scrape(broker)
+    samples = scrape_broker(broker)
     free, total = value(samples, "rill_log_dir_free_bytes"), value(samples, "rill_log_dir_total_bytes")
     fs = os.statvfs(broker.broker.logs.data_dir)
     assert 0 < free <= total == fs.f_blocks * fs.f_frsize

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from rill.broker.testing import running_broker
 from rill.client.admin import AdminClient
 from rill.client.producer import Producer
 from rill.client.simple import SimpleConsumer
+from tests.prometheus_scrape import broker_exposition
 
 MONITORING = Path(__file__).parents[2] / "docs" / "monitoring"
 DASHBOARD = MONITORING / "rill-dashboard.json"
@@ -259,9 +259,7 @@ def test_every_metric_the_dashboard_and_alerts_query_is_exposed_by_a_broker(tmp_
             admin.commit("watchers", [("monitored", 0, committed)])
         finally:
             admin.close()
-        assert broker.metrics_port is not None
-        with urllib.request.urlopen(f"http://127.0.0.1:{broker.metrics_port}/metrics", timeout=10) as response:
-            text = response.read().decode()
+        text = broker_exposition(broker)
     exposed = exposed_series(text)
     assert 'rill_group_lag_seconds{group="watchers",partition="0",topic="monitored"}' in text
     queried = {name for expr in all_exprs() for name in metric_names(expr)} - {"up"}

@@ -13,7 +13,7 @@ from kazoo.client import KazooClient
 from rill.broker.cluster.replicated_topics import create_topic
 from rill.client.protocol import requests as rq
 from rill.client.simple import SimpleProducer
-from tests.broker.test_metrics_endpoint import named, scrape, value
+from tests.prometheus_scrape import labelled, scrape_broker, value
 from tests.zookeeper.replicated_support import create_replicated, leader_of, replicated_cluster
 
 TOPIC = "metered-replicas"
@@ -39,7 +39,7 @@ def test_replication_metrics_follow_the_cluster(tmp_path: Path, zk_connect: str,
                     producer.send(TOPIC, [f"m{partition}-{i}".encode()], partition)
 
         # one controller; each partition's leader reports 3 replicas, all in sync; followers report their lag
-        samples = {i: scrape(b) for i, b in brokers.items()}
+        samples = {i: scrape_broker(b) for i, b in brokers.items()}
         assert sorted(value(s, "rill_controller_active") for s in samples.values()) == [0, 0, 1]
         for partition in (0, 1):
             leader = leader_of(brokers, TOPIC, partition)
@@ -52,7 +52,7 @@ def test_replication_metrics_follow_the_cluster(tmp_path: Path, zk_connect: str,
                 leader.broker.replicas.replicas[(TOPIC, partition)].high_watermark
             assert value(mine, "rill_leadership_changes_total") >= 1
             followers = [i for i in brokers if i != leader.broker_id]
-            wait_for(lambda: all(value(scrape(brokers[i]), "rill_replica_lag_bytes", **key) == 0 for i in followers),
+            wait_for(lambda: all(value(scrape_broker(brokers[i]), "rill_replica_lag_bytes", **key) == 0 for i in followers),
                      "the followers to report no lag")
         assert sum(value(s, "rill_under_replicated_partitions") for s in samples.values()) == 0
         total_led = sum(value(s, "rill_leader_partitions") for s in samples.values())
@@ -65,7 +65,7 @@ def test_replication_metrics_follow_the_cluster(tmp_path: Path, zk_connect: str,
         create_topic(zk, "metered-solo", 1, 1, None, [victim])  # offline once its broker is gone
         wait_for(lambda: brokers[victim].broker.replicas.replicas.get(("metered-solo", 0)) is not None,
                  "the single-replica topic on the victim")
-        offline_before = value(scrape(brokers[controller]), "rill_offline_partitions")
+        offline_before = value(scrape_broker(brokers[controller]), "rill_offline_partitions")
         stopped = brokers.pop(victim)
         stopped.close()
 
@@ -74,14 +74,14 @@ def test_replication_metrics_follow_the_cluster(tmp_path: Path, zk_connect: str,
                 leader = leader_of(brokers, TOPIC, partition)
                 if leader is None:
                     return False
-                s = scrape(leader)
+                s = scrape_broker(leader)
                 if value(s, "rill_partition_isr_size", topic=TOPIC, partition=str(partition)) != 2:
                     return False
                 if value(s, "rill_under_replicated_partitions") < 1:
                     return False
             return True
         wait_for(shrunk, "the ISRs to shrink to the two live brokers")
-        wait_for(lambda: value(scrape(brokers[controller]), "rill_offline_partitions") > offline_before,
+        wait_for(lambda: value(scrape_broker(brokers[controller]), "rill_offline_partitions") > offline_before,
                  "the controller to count the single-replica partition offline")
-        offline = named(scrape(brokers[controller]), "rill_offline_partitions")
+        offline = labelled(scrape_broker(brokers[controller]), "rill_offline_partitions")
         assert list(offline.values())[0] >= 1
