@@ -37,9 +37,10 @@ GRPC_ENV = "RILL_GRPC"
 DEFAULT_GRPC = "localhost:9093"
 
 
-def add_admin_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--bootstrap-server`` and ``--timeout`` (as every command), and ``--grpc`` to name the gRPC address."""
-    add_broker_arguments(parser)
+def add_admin_arguments(parser: argparse.ArgumentParser, *, timeout: float = 30.0) -> None:
+    """``--bootstrap-server`` and ``--timeout`` (as every command; default ``timeout`` seconds), and ``--grpc`` to
+    name the gRPC address."""
+    add_broker_arguments(parser, timeout=timeout)
     parser.add_argument("--grpc", metavar="HOST:PORT", default=None,
                         help="a broker's gRPC (admin) address, instead of finding it through --bootstrap-server")
 

@@ -93,8 +93,9 @@ class _Bootstrap(argparse.Action):
         namespace.broker = values[0]
 
 
-def add_broker_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--bootstrap-server HOST:PORT[,HOST:PORT...]`` (also ``-b`` and ``--broker``) and ``--timeout``.
+def add_broker_arguments(parser: argparse.ArgumentParser, *, timeout: float = 30.0) -> None:
+    """``--bootstrap-server HOST:PORT[,HOST:PORT...]`` (also ``-b`` and ``--broker``) and ``--timeout`` (default
+    ``timeout`` seconds).
 
     The addresses are brokers' data-plane ports (Kafka's ``--bootstrap-server``): ``args.bootstrap``
     lists them, ``args.broker`` is the first. Commands that need a gRPC port find it through
@@ -106,8 +107,8 @@ def add_broker_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"brokers' data-plane addresses, comma-separated (default: ${BROKER_ENV} or "
                              f"{DEFAULT_BROKER})")
     parser.set_defaults(broker=default[0])
-    parser.add_argument("--timeout", type=positive_float, default=30.0, metavar="SECONDS",
-                        help="socket timeout for connecting and for each response (default: 30)")
+    parser.add_argument("--timeout", type=positive_float, default=timeout, metavar="SECONDS",
+                        help=f"socket timeout for connecting and for each response (default: {timeout:g})")
     parser.add_argument("--command-config", metavar="FILE",
                         help="client settings (security.protocol, ssl.*, sasl.*) from a properties or .toml file "
                              "(rill.client.cli.command_config)")

@@ -10,16 +10,18 @@ standalone broker is its own groups' coordinator.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 from rill.client.cli.bootstrap import admin_address, metadata_brokers
 from rill.client.cli.command_config import security_of
 from rill.client.cli.common import EXIT_USAGE, CliError
 from rill.client.grpc_client import AdminClient, error_name
+from rill.client.protocol import requests as rq
+from rill.client.security.client_security import ClientSecurity
 from rill.v1 import coordinator_pb2 as pb
 
-__all__ = ["GroupAt", "add_group_argument", "group_admin", "group_names"]
+__all__ = ["GroupAt", "add_group_argument", "coordinator_address", "group_admin", "group_names"]
 
 
 class GroupAt:
@@ -53,18 +55,28 @@ def group_admin(args: argparse.Namespace, group: str) -> Iterator[GroupAt]:
             return
         if info.error_code != pb.NONE:
             raise CliError(f"group {group!r}: {error_name(info.error_code)} (its coordinator is moving: try again)")
-        coordinator = info.controller_broker
-        host, port = coordinator.host, coordinator.grpc_port
         security = security_of(args)
-        if security is not None:  # the coordinator's gRPC port for this client's listener (TLS: the TLS port)
-            known = {b.broker_id: b for b in metadata_brokers(args)}.get(coordinator.broker_id)
-            host, port = (known.host, known.grpc_port) if known is not None else (host, port)
-        address = f"{host}:{port}"
-        if port <= 0 or address == asked.address:
+        address = coordinator_address(info, security, lambda: metadata_brokers(args))
+        if address is None or address == asked.address:
             yield GroupAt(asked, info)
             return
         with AdminClient(address, args.timeout, security=security) as there:
             yield GroupAt(there, info)
+
+
+def coordinator_address(info: pb.GroupInfo, security: ClientSecurity | None,
+                        brokers: Callable[[], Sequence[rq.BrokerInfo]]) -> str | None:
+    """The gRPC address of the coordinator ListGroups names in ``info``; None when it names no gRPC port.
+
+    With ``security`` the port is the one METADATA (``brokers()``, asked only then) gives this client's
+    listener (TLS: the TLS port), not the plaintext one ListGroups carries.
+    """
+    coordinator = info.controller_broker
+    host, port = coordinator.host, coordinator.grpc_port
+    if security is not None:
+        known = {b.broker_id: b for b in brokers()}.get(coordinator.broker_id)
+        host, port = (known.host, known.grpc_port) if known is not None else (host, port)
+    return f"{host}:{port}" if port > 0 else None
 
 
 def add_group_argument(parser: argparse.ArgumentParser, *, many: bool = False) -> None:

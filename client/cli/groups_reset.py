@@ -14,7 +14,8 @@ as Kafka does, with a warning), ``--to-datetime`` (Kafka's ``YYYY-MM-DDTHH:mm:SS
 local time, or ISO 8601), ``--by-duration`` (``PT1H``, ``-1h``, ``1h30m``: that long
 ago), ``--shift-by N`` (N messages after the committed offset, or before it when N is
 negative: walked on message boundaries, rill.client.cli.message_walk; clamped to the log).
-Dates and durations are in rill.client.cli.reset_targets.
+Dates and durations are in rill.client.cli.reset_targets; the partitions and offsets are worked out in
+rill.client.cli.rewind_plan (shared with ``rill console``'s rewind form).
 
 The plan is printed as Kafka prints it, tab-separated::
 
@@ -31,24 +32,17 @@ from the new offsets.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
 
 from rill.client.cli.bootstrap import add_admin_arguments
 from rill.client.cli.command_config import security_of
 from rill.client.cli.common import EXIT_USAGE, CliError, info, non_negative_int
-from rill.client.cli.consume import TopicReader
 from rill.client.cli.group_admin import add_group_argument, group_admin, group_names
-from rill.client.cli.message_walk import shift_offset
 from rill.client.cli.reset_targets import duration_ms, parse_datetime_ms, parse_duration_ms, topic_spec
-from rill.client.grpc_client import AdminClient, error_name
-from rill.client.protocol.messages import Message
-from rill.v1 import coordinator_pb2 as pb
+from rill.client.cli.rewind_plan import DataPlane, RewindRequest, Scope, data_plane, refusal, rewind_offsets
 
-__all__ = ["PLAN_HEADER", "add_rewind"]
+__all__ = ["PLAN_HEADER", "add_rewind", "rewind_request"]
 
 PLAN_HEADER = "GROUP\tTOPIC\tPARTITION\tNEW-OFFSET"
-
-Partition = tuple[str, int]
 
 
 def add_rewind(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -88,21 +82,18 @@ def _duration(text: str) -> str:
 
 def run_rewind(args: argparse.Namespace) -> int:
     group = group_names(args)[0]
-    scope = _scope(args)
+    request = rewind_request(args)
     with group_admin(args, group) as found:
         if not found.exists:
             raise CliError(f"group {group!r} does not exist (create it with: rill groups create {group})")
         admin = found.admin
-        target, stamp = _target(args)
-        if target == pb.OFFSET:
-            entries = _offset_entries(args, admin, group, scope)
-        else:
-            entries = [(t, p, -1) for t, p in _partitions(admin, group, scope)] if scope is not None else []
-        response = admin.rewind(group, entries, target=target, timestamp_ms=stamp, dry_run=not args.execute)
-    if response.error_code == pb.INVALID_REQUEST and not entries:
-        raise CliError(f"group {group!r} has no topics or committed offsets: name them with --topic")
+
+        def reads() -> DataPlane:  # only a shift reads messages
+            return data_plane(args.bootstrap, admin, args.timeout, security_of(args), via_grpc=bool(args.grpc))
+
+        response = rewind_offsets(admin, group, request, reads, execute=args.execute)
     if response.error_code:
-        raise CliError(f"nothing moved: {_refusal(response)}")
+        raise CliError(f"nothing moved: {refusal(response)}")
     print(PLAN_HEADER)
     for o in sorted(response.actual_offsets, key=lambda o: (o.topic, o.partition)):
         print(f"{group}\t{o.topic}\t{o.partition}\t{o.offset}")
@@ -113,125 +104,19 @@ def run_rewind(args: argparse.Namespace) -> int:
     return 0
 
 
-def _scope(args: argparse.Namespace) -> list[tuple[str, tuple[int, ...]]] | None:
+def rewind_request(args: argparse.Namespace) -> RewindRequest:
+    """The rewind the arguments ask for (a duration resolved against the clock now)."""
+    to_time = args.to_datetime if args.to_datetime is not None else \
+        parse_duration_ms(args.by_duration) if args.by_duration is not None else None
+    return RewindRequest(_scope(args), to_earliest=bool(args.to_earliest), to_latest=bool(args.to_latest),
+                         to_offset=args.to_offset, to_time_ms=None if to_time is None else max(0, int(to_time)),
+                         shift_by=args.shift_by)
+
+
+def _scope(args: argparse.Namespace) -> Scope | None:
     """The topics asked for, each with its partitions (empty: all); None for --all-topics."""
     if args.partition:
         if args.all_topics or len(args.topic or []) != 1 or args.topic[0][1]:
             raise CliError("--partition goes with one --topic T (or write --topic T:P,P)", EXIT_USAGE)
-        return [(args.topic[0][0], tuple(sorted(set(args.partition))))]
-    return None if args.all_topics else list(args.topic)
-
-
-def _target(args: argparse.Namespace) -> tuple[pb.RewindTarget, int]:
-    if args.to_earliest:
-        return pb.EARLIEST, 0
-    if args.to_latest:
-        return pb.LATEST, 0
-    if args.to_datetime is not None:
-        return pb.TIMESTAMP, max(0, int(args.to_datetime))
-    if args.by_duration is not None:
-        return pb.TIMESTAMP, max(0, parse_duration_ms(args.by_duration))
-    return pb.OFFSET, 0  # --to-offset, --shift-by: the offsets are worked out here
-
-
-def _partitions(admin: AdminClient, group: str, scope: list[tuple[str, tuple[int, ...]]] | None,
-                committed_only: bool = False) -> list[Partition]:
-    """The partitions to move: those named, every partition of the topics named, or (None) the group's."""
-    if scope is None:
-        if committed_only:
-            return sorted((o.topic, o.partition) for o in admin.fetch_offsets(group).offsets if o.offset >= 0)
-        return sorted(_bounds(admin, group, [])[0])
-    whole = [t for t, ps in scope if not ps]
-    counts = {d.topic: d.partition_count for d in admin.describe_topics(whole).topics if not d.error_code} \
-        if whole else {}
-    missing = [t for t in whole if not counts.get(t)]
-    if missing:
-        raise CliError(f"unknown topic(s): {', '.join(missing)}")
-    return sorted({(t, p) for t, ps in scope for p in (ps or range(counts[t]))})
-
-
-def _bounds(admin: AdminClient, group: str,
-            partitions: Sequence[Partition]) -> tuple[dict[Partition, int], dict[Partition, int]]:
-    """Log start and end of each partition (of the group's, when none are given), as the coordinator resolves
-    EARLIEST and LATEST (dry runs: nothing moves)."""
-    entries = [(t, p, -1) for t, p in partitions]
-    found = []
-    for target in (pb.EARLIEST, pb.LATEST):
-        response = admin.rewind(group, entries, target=target, dry_run=True)
-        if response.error_code:
-            if response.error_code == pb.INVALID_REQUEST and not entries:
-                raise CliError(f"group {group!r} has no topics or committed offsets: name them with --topic")
-            raise CliError(_refusal(response))
-        found.append({(o.topic, o.partition): o.offset for o in response.actual_offsets})
-    return found[0], found[1]
-
-
-def _offset_entries(args: argparse.Namespace, admin: AdminClient, group: str,
-                    scope: list[tuple[str, tuple[int, ...]]] | None) -> list[tuple[str, int, int]]:
-    """The offsets of ``--to-offset`` (clamped to each log, as Kafka) or ``--shift-by`` (walked)."""
-    shifting = args.shift_by is not None
-    partitions = _partitions(admin, group, scope, committed_only=shifting)
-    if not partitions:
-        raise CliError(f"group {group!r} has no committed offsets to shift: name the partitions with --topic")
-    starts, ends = _bounds(admin, group, partitions)
-    if not shifting:
-        return [(t, p, _clamp(args.to_offset, starts[(t, p)], ends[(t, p)], f"{t}-{p}")) for t, p in partitions]
-    committed = {(o.topic, o.partition): o.offset for o in admin.fetch_offsets(group, partitions).offsets}
-    missing = [f"{t}-{p}" for t, p in partitions if committed.get((t, p), -1) < 0]
-    if missing:
-        raise CliError(f"--shift-by moves a committed offset, and group {group!r} has none for {', '.join(missing)} "
-                       "(give those --to-earliest, --to-latest or --to-datetime)")
-    bootstrap = _data_plane(args, admin)
-    entries = []
-    for topic in sorted({t for t, _ in partitions}):
-        with TopicReader(bootstrap, topic, timeout=args.timeout, security=security_of(args)) as reader:
-            reader.partitions()
-            for t, p in partitions:
-                if t == topic:
-                    log = _PartitionLog(reader, p)
-                    entries.append((t, p, shift_offset(log, committed[(t, p)], args.shift_by, starts[(t, p)],
-                                                       ends[(t, p)])))
-    return entries
-
-
-def _clamp(offset: int, start: int, end: int, name: str) -> int:
-    if offset > end:
-        info(f"New offset ({offset}) is higher than latest offset for topic partition {name}. Value will be set "
-             f"to {end}")
-        return end
-    if offset < start:
-        info(f"New offset ({offset}) is lower than earliest offset for topic partition {name}. Value will be set "
-             f"to {start}")
-        return start
-    return offset
-
-
-def _data_plane(args: argparse.Namespace, admin: AdminClient) -> list[tuple[str, int]]:
-    """Data-plane addresses to read messages through: ``--bootstrap-server``, and with ``--grpc`` the brokers
-    the cluster names (``--bootstrap-server`` may then be its unused default)."""
-    if not args.grpc:
-        return list(args.bootstrap)
-    named = [(b.host, b.port) for b in admin.describe_cluster().brokers]
-    return [*named, *(a for a in args.bootstrap if a not in named)]
-
-
-class _PartitionLog:
-    """One partition's reads at its broker, for :func:`~rill.client.cli.message_walk.shift_offset`."""
-
-    def __init__(self, reader: TopicReader, partition: int) -> None:
-        self.topic = reader.topic
-        self.client, self.number = reader.client(partition)
-
-    def fetch(self, offset: int) -> list[Message]:
-        return self.client.fetch(self.topic, self.number, offset)
-
-    def index_at_or_before(self, offset: int) -> int | None:
-        entries = self.client.time_index(self.topic, self.number, offset, 1)
-        return entries[0][0] if entries else None
-
-
-def _refusal(response: pb.RewindConsumerResponse) -> str:
-    """Why a rewind was refused: each partition's error, else the request's."""
-    failed = [f"{o.topic}-{o.partition}: {error_name(o.error_code)}{f' (offset {o.offset})' if o.offset >= 0 else ''}"
-              for o in response.actual_offsets if o.error_code]
-    return "; ".join(failed) or error_name(response.error_code)
+        return ((args.topic[0][0], tuple(sorted(set(args.partition)))),)
+    return None if args.all_topics else tuple(args.topic)

@@ -1,4 +1,4 @@
-"""The ``rill`` command: produce, consume, topics, groups, perf and spark subcommands.
+"""The ``rill`` command: produce, consume, topics, groups, perf, spark and console subcommands.
 
 Every command takes ``--bootstrap-server HOST:PORT[,HOST:PORT...]``, brokers' data-plane
 addresses; those that need a gRPC port find it through METADATA (rill.client.cli.bootstrap).
@@ -16,7 +16,8 @@ import os
 import sys
 from collections.abc import Sequence
 
-from rill.client.cli import acl_commands, certs, consume, groups, perf, produce, quotas, spark, topics, users
+from rill.client.cli import (acl_commands, certs, console_command, consume, groups, perf, produce, quotas, spark, topics,
+                             users)
 from rill.client.cli.bootstrap import wrong_port_hint
 from rill.client.cli.common import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, CliError, cli_logging
 from rill.client.cli.reset_targets import join_dash_values
@@ -40,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     certs.add_parser(subparsers)
     users.add_parser(subparsers)
     quotas.add_parser(subparsers)
+    console_command.add_parser(subparsers)
     return parser
 
 

@@ -45,3 +45,8 @@ def test_the_cluster_walkthrough_runs_as_written(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_the_security_walkthrough_runs_as_written(tmp_path: Path) -> None:
     run_walkthrough("security.md", tmp_path)
+
+
+@pytest.mark.slow
+def test_the_console_walkthrough_runs_as_written(tmp_path: Path) -> None:
+    run_walkthrough("console.md", tmp_path)

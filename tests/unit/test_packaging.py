@@ -38,3 +38,13 @@ def test_the_wheel_ships_type_hints_and_the_proto_files(wheel: zipfile.ZipFile) 
     protos = {p.name for p in (ROOT / "proto" / "rill" / "v1").glob("*.proto")}
     assert protos and {f"rill/v1/{p}" for p in protos} <= names
     assert "rill/v1/coordinator_pb2.py" in names
+
+
+@pytest.mark.slow
+def test_the_wheel_ships_the_consoles_templates_and_static_files(wheel: zipfile.ZipFile) -> None:
+    """``rill console`` renders from files beside its modules: a wheel without them would serve errors."""
+    names = set(wheel.namelist())
+    console = ROOT / "client" / "console"
+    shipped = {f"rill/client/console/{p.relative_to(console)}" for p in
+               [*(console / "templates").glob("*.html"), *(console / "static").iterdir()]}
+    assert "rill/client/console/templates/base.html" in shipped and shipped <= names
