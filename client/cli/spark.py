@@ -16,8 +16,12 @@ import sys
 import time
 from typing import Any, TextIO
 
+import structlog
+
 from rill.client.cli import spark_audit, spark_stream_bench
 from rill.client.cli.common import CliError, add_broker_arguments, positive_int, topic_name, unknown_topic
+
+log = structlog.get_logger(__name__)
 
 DEFAULT_MASTER = "local[2]"
 BAR_WIDTH = 30
@@ -31,7 +35,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "load", help="load topics into Parquet, continuing from the offsets stored with the output",
         description="Load topics into Parquet under OUT (partitioned by run, topic, partition and date). Each "
                     "run commits its data and offsets with one rename, so re-running after a failure or a kill "
-                    "neither duplicates nor loses a message. Progress is committed to the group coordinator.")
+                    "neither duplicates nor loses a message. One loader per OUT: a run holds OUT/_lock, and a "
+                    "second loader started meanwhile fails at once. Progress is committed to the group coordinator.")
     add_broker_arguments(load)
     load.add_argument("-t", "--topic", action="append", required=True, type=topic_name,
                       help="a topic to load (repeatable)")
@@ -127,19 +132,23 @@ def run_load(args: argparse.Namespace) -> int:
         from rill.client.spark import SourceOptionError, spark_session
         from rill.client.spark.load import DEFAULT_GROUP, load
         from rill.client.spark.options import DEFAULT_SPLIT_BYTES
+        from rill.client.spark.output_lock import OutputConflict, OutputLock
     except ImportError as exc:
         raise CliError(f"rill spark needs pyspark and pyarrow: pip install 'rill[spark]' ({exc})") from exc
     host, port = args.broker
     began = time.monotonic()
     security = spark_security(args)
     _check_topics(host, port, args.topic, args.timeout, args)  # before Spark starts: a typo fails in a second
-    spark = spark_session(args.master, "rill spark load")
-    spark.sparkContext.setLogLevel("ERROR")
     bar = None if args.no_progress else ProgressBar(sys.stderr)
     try:
-        result = load(spark, f"{host}:{port}", args.topic, args.out, group=args.group or DEFAULT_GROUP,
-                      split_bytes=args.split_bytes or DEFAULT_SPLIT_BYTES, progress=bar, security=security)
-    except (SourceOptionError, ValueError) as exc:
+        with OutputLock.acquire(args.out) as lock:  # before Spark starts too: a second loader fails at once
+            spark = spark_session(args.master, "rill spark load")
+            spark.sparkContext.setLogLevel("ERROR")
+            result = load(spark, f"{host}:{port}", args.topic, args.out, group=args.group or DEFAULT_GROUP,
+                          split_bytes=args.split_bytes or DEFAULT_SPLIT_BYTES, progress=bar, security=security,
+                          lock=lock)
+    except (SourceOptionError, OutputConflict, ValueError) as exc:
+        log.info("spark.load_failed", exc_info=True)  # the traceback, under -v
         raise CliError(str(exc)) from exc
     finally:
         if bar is not None:

@@ -3,9 +3,16 @@
 Runs inside a Spark Python worker. Fetches go to the partition's leader and follow it
 when it moves (rill.client.spark.leaders). Each fetch answer (up to ``fetch_bytes`` of whole,
 CRC-checked messages) becomes one ``pyarrow.RecordBatch`` in the source's schema
-(:data:`SCHEMA`), so Spark receives columns, not Python rows. Messages inside a
+(:data:`SCHEMA_DDL`), so Spark receives columns, not Python rows. Messages inside a
 compressed wrapper all carry the wrapper's offset (0.7 semantics), and a wrapper
 belongs to the range its offset falls in.
+
+``offsetIndex`` numbers the messages sharing an offset: 0 for an uncompressed message,
+0 to n-1 for the n messages of a compressed wrapper in their order inside it, so
+``(topic, partition, offset, offsetIndex)`` is unique. It is the same on every read:
+a fetch returns whole wrappers only (the client decodes whole messages, and a wrapper is
+one message of the log) and ranges are cut at message boundaries, so a wrapper's
+messages always arrive together, first to last, in one batch.
 
 ``key`` is null (the Kafka 0.7 message format has none). ``timestamp`` is the append
 time from the broker's time index (append_times.py; precise to ``log.index.interval.ms``).
@@ -28,13 +35,13 @@ from rill.client.spark.ranges import ByteRange
 from rill.client.spark.security_options import client_security
 from rill.client.structs import TopicPartition
 
-__all__ = ["SCHEMA_DDL", "spark_schema", "arrow_schema", "read_range", "batch_of"]
+__all__ = ["SCHEMA_DDL", "spark_schema", "arrow_schema", "read_range", "batch_of", "offset_index"]
 
 log = structlog.get_logger(__name__)
 
-# Spark's Kafka source's columns, in its order.
+# Spark's Kafka source's columns, in its order, then rill's offsetIndex.
 SCHEMA_DDL = ("key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP, "
-              "timestampType INT")
+              "timestampType INT, offsetIndex INT")
 LOG_APPEND_TIME = 1  # timestampType: Kafka's LogAppendTime (0 would be a producer's CreateTime)
 
 
@@ -46,7 +53,7 @@ def spark_schema() -> Any:
     return StructType([StructField("key", BinaryType()), StructField("value", BinaryType()),
                        StructField("topic", StringType()), StructField("partition", IntegerType()),
                        StructField("offset", LongType()), StructField("timestamp", TimestampType()),
-                       StructField("timestampType", IntegerType())])
+                       StructField("timestampType", IntegerType()), StructField("offsetIndex", IntegerType())])
 
 
 def arrow_schema() -> Any:
@@ -76,7 +83,25 @@ def batch_of(messages: list[Message], topic: str, partition: int, schema: Any, t
         pa.array(offsets, pa.int64()),
         pa.array(times.column(offsets), schema.field("timestamp").type),
         pa.repeat(pa.scalar(LOG_APPEND_TIME, pa.int32()), n),
+        offset_index(offsets),
     ], schema=schema)
+
+
+def offset_index(offsets: list[int]) -> Any:
+    """The ``offsetIndex`` column of a batch whose messages have ``offsets`` (ascending; the messages of a
+    wrapper share its offset, and a batch holds whole wrappers): each message's place among those sharing
+    its offset, counted from 0."""
+    import pyarrow as pa
+    import pyarrow.compute as pc  # type: ignore[import-untyped]
+
+    column = pa.array(offsets, pa.int64())
+    if len(offsets) < 2 or pc.all(pc.greater(column[1:], column[:-1])).as_py():
+        return pa.repeat(pa.scalar(0, pa.int32()), len(offsets))  # no compressed wrapper: the common case
+    index = [0] * len(offsets)
+    for i in range(1, len(offsets)):
+        if offsets[i] == offsets[i - 1]:
+            index[i] = index[i - 1] + 1
+    return pa.array(index, pa.int32())
 
 
 def read_range(r: ByteRange, fetch_bytes: int, bootstrap: str, wait_s: float = DEFAULT_WAIT_S,

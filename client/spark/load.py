@@ -9,9 +9,18 @@ then commit the same offsets to the group coordinator under ``group`` so that
 for monitoring: the offsets stored with the output are the truth, so a run killed
 between the two commits loses nothing and the next run fixes the coordinator's copy.
 
+One loader per output: a run holds the output's lock (``OUT/_lock``,
+rill.client.spark.output_lock) from before it reads the newest run's offsets until its
+commit, and a second loader fails at once with :class:`OutputLocked`. The commit reads
+the newest run again and refuses (:class:`OutputMoved`) if another loader committed
+meanwhile, for file systems where the lock means nothing.
+
 ``date`` is the UTC date each message was appended to the log (from its ``timestamp``,
 the broker's append time; the run's date for the rare message whose time is unknown).
-Messages of a compressed wrapper share its offset.
+Messages of a compressed wrapper share its offset; ``offsetIndex`` numbers them, so
+``(topic, partition, offset, offsetIndex)`` is unique. ``timestamp`` is written as
+Parquet's ``TIMESTAMP(MICROS, isAdjustedToUTC=true)``, not Spark's legacy INT96, so every
+Parquet reader sees the same instant.
 
 ``security`` holds the client security settings (``security.protocol``, ``ssl.*``,
 ``sasl.*``, as strings): the planning connections, the Spark job's tasks (as the
@@ -33,17 +42,21 @@ import structlog
 from rill.client.grpc_client import AdminClient, error_name
 from rill.client.spark.batch import plan_ranges
 from rill.client.spark.options import DEFAULT_SPLIT_BYTES, SourceOptionError
-from rill.client.spark.output import OutputDir, RunManifest
+from rill.client.spark.output import OutputDir, OutputMoved, RunManifest
+from rill.client.spark.output_lock import OutputLock, OutputLocked
 from rill.client.spark.planning import Cluster, TopicPartition, cluster
 from rill.client.spark.security_options import PREFIX
 from rill.client.spark.stream import from_json_offsets, to_json_offsets
 from rill.v1 import coordinator_pb2 as pb
 
-__all__ = ["LoadResult", "Progress", "load", "DEFAULT_GROUP"]
+__all__ = ["LoadResult", "Progress", "load", "DEFAULT_GROUP", "OutputLocked", "OutputMoved"]
 
 log = structlog.get_logger(__name__)
 
 DEFAULT_GROUP = "rill-spark-load"
+COLUMNS = ("topic", "partition", "offset", "offsetIndex", "value", "timestamp")  # and date, from timestamp
+# The loader's Parquet timestamps: INT64 microseconds marked as UTC instants, not INT96.
+TIMESTAMP_TYPE = ("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,17 +137,30 @@ def _watch(spark: Any, tasks: int, total: int, report: Callable[[Progress], None
 
 def load(spark: Any, bootstrap: str, topics: Sequence[str], out: str | Path, *, group: str = DEFAULT_GROUP,
          split_bytes: int = DEFAULT_SPLIT_BYTES, progress: Callable[[Progress], None] | None = None,
-         security: Mapping[str, str] | None = None) -> LoadResult:
+         security: Mapping[str, str] | None = None, lock: OutputLock | None = None) -> LoadResult:
     """Load ``topics`` up to their current log ends into ``out`` (see the module doc), connecting with the
     ``security`` settings (client key -> string; None: PLAINTEXT).
 
+    ``lock`` is the output's lock when the caller already holds it (``rill spark load`` takes it before it
+    starts Spark, so a second loader fails in a second); None: this call takes it and releases it on return.
+
     Raises:
+        OutputLocked: another loader holds the output's lock; nothing is read or written.
+        OutputMoved: another loader committed a run into ``out`` while this one ran; nothing is committed.
         SourceOptionError: an unknown topic, data deleted before it was loaded, an unreachable broker, or
             security settings that are malformed or refused.
         ValueError: the output directory's newest offsets file is unreadable.
     """
+    if lock is not None:
+        return _load(spark, bootstrap, topics, OutputDir(out), group, split_bytes, progress, security or {})
+    with OutputLock.acquire(out):
+        return _load(spark, bootstrap, topics, OutputDir(out), group, split_bytes, progress, security or {})
+
+
+def _load(spark: Any, bootstrap: str, topics: Sequence[str], output: OutputDir, group: str, split_bytes: int,
+          progress: Callable[[Progress], None] | None, security: Mapping[str, str]) -> LoadResult:
+    """:func:`load`, under the output's lock."""
     began, started_ms = time.monotonic(), int(time.time() * 1000)
-    output = OutputDir(out)
     latest = output.latest()
     stored = from_json_offsets(latest.end) if latest is not None else {}
     with cluster(bootstrap, security) as c:
@@ -149,11 +175,11 @@ def load(spark: Any, bootstrap: str, topics: Sequence[str], out: str | Path, *, 
             log.info("spark.load_nothing_new", partitions=len(plan), group=group)
             return LoadResult(None, None, len(plan), 0, 0, time.monotonic() - began, error)
         run, staged = output.begin()
-        log.info("spark.load_started", run=run, partitions=len(todo), tasks=tasks, bytes=total, out=str(out))
-        rows = _write(spark, bootstrap, todo, staged, split_bytes, tasks, total, progress, security or {})
+        log.info("spark.load_started", run=run, partitions=len(todo), tasks=tasks, bytes=total, out=str(output.root))
+        rows = _write(spark, bootstrap, todo, staged, split_bytes, tasks, total, progress, security)
         manifest = RunManifest(run, started_ms, rows, to_json_offsets({tp: s for tp, (s, _) in todo.items()}),
                                to_json_offsets(ends))
-        run_dir = output.commit(staged, manifest)
+        run_dir = output.commit(staged, manifest, latest)
         error = _commit_group(c, group, {tp: end for tp, (_, end) in plan.items()})
     seconds = time.monotonic() - began
     log.info("spark.load_committed", run=run, rows=rows, bytes=total, seconds=round(seconds, 3), dir=str(run_dir))
@@ -178,12 +204,19 @@ def _write(spark: Any, bootstrap: str, todo: dict[TopicPartition, tuple[int, int
     df = (spark.read.format("rill").option("bootstrap", bootstrap).option("assign", json.dumps(assign))
           .option("startingOffsets", json.dumps(starting)).option("endingOffsets", json.dumps(ending))
           .option("splitBytes", str(split_bytes)).options(**{PREFIX + k: v for k, v in security.items()}).load()
-          .select("topic", "partition", "offset", "value", "timestamp", _utc_date(F).alias("date")))
+          .select(*COLUMNS, _utc_date(F).alias("date")))
     stop = threading.Event()
     watcher = _watch(spark, tasks, total, progress, stop) if progress is not None else None
+    key, value = TIMESTAMP_TYPE
+    before = spark.conf.get(key, None)  # pyspark 4.0 and 4.1 ignore it as a write option: set it for the write
+    spark.conf.set(key, value)
     try:
         df.write.partitionBy("topic", "partition", "date").parquet(str(staged))
     finally:
+        if before is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, before)
         stop.set()
         if watcher is not None:
             watcher.join()

@@ -6,6 +6,7 @@ Layout::
     OUT/run=000001/topic=T/partition=P/date=D/part-*.parquet
     OUT/run=000002/...
     OUT/_staging/run=000003/...                          a run in progress (hidden from Spark)
+    OUT/_lock                                            held by the running loader (output_lock.py)
 
 A run writes its Parquet files and its ``_offsets.json`` into ``_staging/run=N``, then
 renames that directory to ``run=N``: the rename is the commit (seed 002 4.6: the
@@ -18,7 +19,13 @@ with ``_`` and sees the columns ``run``, ``topic``, ``partition`` and ``date``.
 "start": {"topic": {"partition": offset}}, "end": {...}}``; ``end`` holds every
 partition loaded so far (by this run or earlier), so the newest run's is the state.
 
-Not safe for two loaders writing the same directory at once (one loader per output).
+One loader per output: the loader holds ``OUT/_lock`` for its whole run
+(rill.client.spark.output_lock). Where that lock means nothing (an object store mounted
+as a file system), :meth:`OutputDir.commit` is the safety net: it reads the newest
+committed run again just before the rename and refuses to commit (:class:`OutputMoved`)
+when it is not the one the run started from, leaving the staging files to the next run.
+That re-check narrows the window for a duplicate to the instant between it and the
+rename; only the lock closes it.
 """
 
 from __future__ import annotations
@@ -32,7 +39,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["OutputDir", "RunManifest", "OFFSETS_FILE"]
+from rill.client.spark.output_lock import OutputConflict
+
+__all__ = ["OutputDir", "OutputMoved", "RunManifest", "OFFSETS_FILE"]
 
 OFFSETS_FILE = "_offsets.json"
 STAGING = "_staging"
@@ -53,6 +62,10 @@ class RunManifest:
     def to_json(self) -> dict[str, Any]:
         return {"format": FORMAT, "run": self.run, "started_ms": self.started_ms, "rows": self.rows,
                 "start": self.start, "end": self.end}
+
+
+class OutputMoved(OutputConflict):
+    """The newest committed run changed while this run was going: another loader wrote the same output."""
 
 
 def run_name(run: int) -> str:
@@ -76,6 +89,10 @@ def _fsync_tree(top: Path) -> None:
             finally:
                 os.close(fd)
         _fsync_dir(Path(dirpath))
+
+
+def _name(m: RunManifest | None) -> str:
+    return "none" if m is None else f"run {m.run}"
 
 
 class OutputDir:
@@ -118,11 +135,19 @@ class OutputDir:
         staging.mkdir(parents=True)
         return run, staging / run_name(run)
 
-    def commit(self, staged: Path, manifest: RunManifest) -> Path:
+    def commit(self, staged: Path, manifest: RunManifest, base: RunManifest | None) -> Path:
         """Write the offsets file into ``staged`` and rename it into place: the atomic commit.
+
+        ``base`` is the newest committed run when this run read its start offsets (None: there
+        was none); it is read again just before the rename.
 
         Returns:
             The committed run directory.
+
+        Raises:
+            OutputMoved: the newest committed run is no longer ``base``; nothing is committed and
+                ``staged`` is left for the next run to delete.
+            ValueError: the newest run's offsets file is unreadable (as :meth:`latest`).
         """
         staged.mkdir(parents=True, exist_ok=True)
         _fsync_tree(staged)  # the data must be on disk before the rename makes it visible
@@ -133,6 +158,12 @@ class OutputDir:
             os.fsync(f.fileno())
         os.replace(tmp, staged / OFFSETS_FILE)
         _fsync_dir(staged)
+        now = self.latest()
+        if now != base:
+            raise OutputMoved(f"not committing run {manifest.run} into {self.root}: this run started from "
+                              f"{_name(base)}, but the newest committed run is now {_name(now)} with other offsets: "
+                              f"another loader wrote this output meanwhile (one loader per output); the staging "
+                              f"files are left for the next run to delete")
         final = self.root / run_name(manifest.run)
         os.rename(staged, final)
         _fsync_dir(self.root)

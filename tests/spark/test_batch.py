@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 
 from rill.broker.testing import RunningBroker, running_broker
+from rill.client.protocol.messages import CODEC_GZIP
+from rill.client.simple import SimpleProducer
 from tests.spark.helpers import create, produce, read, rows_of, topic_rows
 
 pytestmark = pytest.mark.slow
@@ -28,14 +30,40 @@ def two_partitions(broker: RunningBroker) -> RunningBroker:
 
 
 def test_schema_is_spark_kafka_columns(spark: Any, two_partitions: RunningBroker) -> None:
-    """The schema is Spark's Kafka source's (key is null: the 0.7 format has none; timestamps are append times)."""
+    """The schema is Spark's Kafka source's, then offsetIndex (key is null: the 0.7 format has none; timestamps
+    are append times; an uncompressed message's offsetIndex is 0)."""
     df = read(spark, two_partitions, subscribe="events")
     assert [(f.name, f.dataType.simpleString()) for f in df.schema.fields] == [
         ("key", "binary"), ("value", "binary"), ("topic", "string"), ("partition", "int"), ("offset", "bigint"),
-        ("timestamp", "timestamp"), ("timestampType", "int")]
+        ("timestamp", "timestamp"), ("timestampType", "int"), ("offsetIndex", "int")]
     first = df.where("partition = 0").orderBy("offset").first()
-    assert (first.key, first.topic, first.offset, first.timestampType) == (None, "events", 0, 1)
+    assert (first.key, first.topic, first.offset, first.timestampType, first.offsetIndex) == (None, "events", 0, 1, 0)
     assert first.timestamp is not None
+    assert {r.offsetIndex for r in df.select("offsetIndex").distinct().collect()} == {0}
+
+
+def test_gzip_rows_keep_the_documented_key(spark: Any, fine_broker: RunningBroker) -> None:
+    """1,000 gzip-produced messages share 10 offsets, yet the upsert key (topic, partition, offset, offsetIndex)
+    keeps all 1,000, in wrapper order, and re-reading with other ranges and fetch sizes gives the same keys."""
+    create(fine_broker, "zipped", 1)
+    sent = [[f"m{b}-{i:03d}".encode() for i in range(100)] for b in range(10)]
+    with SimpleProducer(fine_broker.host, fine_broker.port, codec=CODEC_GZIP) as producer:
+        for batch in sent:
+            producer.send("zipped", batch, partition=0)
+    key = ["topic", "partition", "offset", "offsetIndex"]
+    first = read(spark, fine_broker, subscribe="zipped")
+    again = read(spark, fine_broker, subscribe="zipped", splitBytes="600", fetchBytes="1")
+    assert again.rdd.getNumPartitions() > 1
+    kept = first.unionByName(again).dropDuplicates(key)  # docs/spark.md's recipe over a replayed read
+    assert sorted(bytes(r.value) for r in kept.select("value").collect()) == sorted(sum(sent, []))
+    assert first.dropDuplicates(["topic", "partition", "offset"]).count() == 10  # Kafka's key would keep 10
+
+    def keyed(df: Any) -> list[tuple[int, int, bytes]]:
+        rows = df.select("offset", "offsetIndex", "value").collect()
+        return sorted((r.offset, r.offsetIndex, bytes(r.value)) for r in rows)
+
+    assert keyed(first) == keyed(again)
+    assert [v for _, _, v in keyed(first)] == sum(sent, [])  # offsetIndex follows the order inside each wrapper
 
 
 def test_timestamps_are_append_times_to_the_index_interval(spark: Any, tmp_path: Path) -> None:

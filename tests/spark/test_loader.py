@@ -1,8 +1,11 @@
 """The offline loader as a user runs it: ``rill spark load`` in its own process, killed with
-SIGKILL mid-run and run again, its Parquet compared row for row with the topic."""
+SIGKILL mid-run and run again, its Parquet compared row for row with the topic; the
+Parquet it writes, read with pyarrow."""
 
 from __future__ import annotations
 
+import datetime
+import json
 import os
 import random
 import signal
@@ -12,13 +15,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa  # type: ignore[import-untyped]
 import pytest
 
 from rill.broker.testing import RunningBroker
 from rill.client.grpc_client import AdminClient
-from rill.client.simple import SimpleConsumer
+from rill.client.protocol.messages import CODEC_GZIP
+from rill.client.simple import SimpleConsumer, SimpleProducer
+from rill.client.spark.load import TIMESTAMP_TYPE, load
 from rill.client.spark.output import OutputDir
-from tests.spark.helpers import create, produce, rows_of, topic_rows
+from rill.client.spark.output_lock import LOCK_FILE
+from tests.spark.helpers import create, produce, read, rows_of, topic_rows
 
 pytestmark = pytest.mark.slow
 
@@ -39,11 +46,13 @@ def finish(proc: subprocess.Popen[bytes]) -> str:
 
 
 def kill_mid_run(proc: subprocess.Popen[bytes], out: Path, rng: random.Random) -> None:
-    """SIGKILL the driver once its run has begun (staging exists), at a random moment; then its JVM."""
+    """SIGKILL the driver once its run has begun (staging exists), at a random moment; then its JVM.
+    The killed loader held the output's lock: the lock file names it still."""
     deadline = time.monotonic() + 60
     while not (out / "_staging").exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)
     time.sleep(rng.uniform(0.0, 2.0))
+    assert json.loads((out / LOCK_FILE).read_text())["pid"] == proc.pid
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
     try:
@@ -58,7 +67,8 @@ def produce_orders(broker: RunningBroker, round_: int, count: int) -> None:
 
 
 def test_loader_killed_and_rerun_matches_topic(spark: Any, broker: RunningBroker, tmp_path: Path) -> None:
-    """Runs killed with SIGKILL at random points, then re-run, leave Parquet equal to the topic: no duplicate, no loss."""
+    """Runs killed with SIGKILL at random points, then re-run (the killed run's lock is no obstacle), leave
+    Parquet equal to the topic: no duplicate, no loss."""
     rng = random.Random(int(os.environ.get("RILL_TEST_SEED", time.time())))
     days = {time.strftime("%Y-%m-%d", time.gmtime())}
     out = tmp_path / "out"
@@ -114,3 +124,29 @@ def test_loader_date_is_the_utc_append_date(spark: Any) -> None:
         spark.conf.set("spark.sql.session.timeZone", zone)
     assert dates[0] == "2020-01-01"
     assert dates[1] in {time.strftime("%Y-%m-%d", time.gmtime(time.time() + d)) for d in (-5, 0)}
+
+
+def test_loaded_parquet_has_utc_micros_timestamps_and_offset_index(spark: Any, broker: RunningBroker,
+                                                                    tmp_path: Path) -> None:
+    """The loader writes timestamp as TIMESTAMP(MICROS, UTC), equal to the source's append times, and offsetIndex
+    numbering a gzip wrapper's messages; the session's outputTimestampType is as it was."""
+    import pyarrow.parquet as pq  # type: ignore[import-untyped]
+
+    create(broker, TOPIC, 1)
+    produce(broker, TOPIC, 0, [b"plain"])
+    with SimpleProducer(broker.host, broker.port, codec=CODEC_GZIP) as producer:
+        producer.send(TOPIC, [b"z0", b"z1", b"z2"], partition=0)
+    conf_before = spark.conf.get(TIMESTAMP_TYPE[0])
+    result = load(spark, broker.address, [TOPIC], tmp_path / "out")
+    assert spark.conf.get(TIMESTAMP_TYPE[0]) == conf_before != TIMESTAMP_TYPE[1]
+    assert result.run_dir is not None
+    table = pq.read_table(next(result.run_dir.rglob("*.parquet")))  # one task, so one file
+    assert table.schema.field("timestamp").type == pa.timestamp("us", tz="UTC")
+    assert table.schema.field("offsetIndex").type == pa.int32()
+    source = read(spark, broker, subscribe=TOPIC).selectExpr("offset", "offsetIndex", "unix_micros(timestamp) AS us")
+    appended = {(r.offset, r.offsetIndex): r.us for r in source.collect()}
+    loaded = table.select(["offset", "offsetIndex", "timestamp", "value"]).to_pylist()
+    assert [(r["offsetIndex"], r["value"]) for r in loaded] == [(0, b"plain"), (0, b"z0"), (1, b"z1"), (2, b"z2")]
+    epoch = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+    assert {(r["offset"], r["offsetIndex"]): (r["timestamp"] - epoch) // datetime.timedelta(microseconds=1)
+            for r in loaded} == appended
