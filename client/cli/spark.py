@@ -20,6 +20,7 @@ import structlog
 
 from rill.client.cli import spark_audit, spark_stream_bench
 from rill.client.cli.common import CliError, add_broker_arguments, positive_int, topic_name, unknown_topic
+from rill.client.cli.spark_errors import expected_failure
 
 log = structlog.get_logger(__name__)
 
@@ -48,6 +49,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     load.add_argument("--master", default=DEFAULT_MASTER, help=f"Spark master (default: {DEFAULT_MASTER})")
     load.add_argument("--split-bytes", type=positive_int, default=None, metavar="BYTES",
                       help="split a partition into Spark tasks of about this many bytes (default: 256 MiB)")
+    load.add_argument("--fail-on-data-loss", type=_true_or_false, default=True, metavar="true|false",
+                      help="true (default, as Spark's failOnDataLoss): stop when retention deleted offsets not "
+                           "loaded yet; false: load on from the log start, naming the skipped range in a warning")
     load.add_argument("--no-progress", action="store_true", help="do not draw the progress bar")
     load.set_defaults(run=run_load)
     bench = actions.add_parser(
@@ -64,6 +68,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     bench.set_defaults(run=run_bench)
     spark_audit.add_parser(actions, DEFAULT_MASTER)
     spark_stream_bench.add_parser(actions, DEFAULT_MASTER)
+
+
+def _true_or_false(text: str) -> bool:
+    if text.strip().lower() not in ("true", "false"):
+        raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+    return text.strip().lower() == "true"
 
 
 def _size(n: float) -> str:
@@ -129,10 +139,10 @@ def _check_topics(host: str, port: int, topics: list[str], timeout: float, args:
 
 def run_load(args: argparse.Namespace) -> int:
     try:
-        from rill.client.spark import SourceOptionError, spark_session
+        from rill.client.spark import spark_session
         from rill.client.spark.load import DEFAULT_GROUP, load
         from rill.client.spark.options import DEFAULT_SPLIT_BYTES
-        from rill.client.spark.output_lock import OutputConflict, OutputLock
+        from rill.client.spark.output_lock import OutputLock
     except ImportError as exc:
         raise CliError(f"rill spark needs pyspark and pyarrow: pip install 'rill[spark]' ({exc})") from exc
     host, port = args.broker
@@ -146,10 +156,12 @@ def run_load(args: argparse.Namespace) -> int:
             spark.sparkContext.setLogLevel("ERROR")
             result = load(spark, f"{host}:{port}", args.topic, args.out, group=args.group or DEFAULT_GROUP,
                           split_bytes=args.split_bytes or DEFAULT_SPLIT_BYTES, progress=bar, security=security,
-                          lock=lock)
-    except (SourceOptionError, OutputConflict, ValueError) as exc:
-        log.info("spark.load_failed", exc_info=True)  # the traceback, under -v
-        raise CliError(str(exc)) from exc
+                          lock=lock, fail_on_data_loss=args.fail_on_data_loss)
+    except Exception as exc:
+        failure = expected_failure(exc, "load")
+        if failure is None:
+            raise
+        raise failure from exc
     finally:
         if bar is not None:
             bar.finish()

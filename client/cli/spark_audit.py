@@ -75,22 +75,26 @@ def _when(ms: int) -> str:
 
 def run_audit(args: argparse.Namespace) -> int:
     try:
-        from rill.client.spark import SourceOptionError, spark_session
+        from rill.client.spark import spark_session
         from rill.client.spark.audit import audit
     except ImportError as exc:
         raise CliError(f"rill spark needs pyspark and pyarrow: pip install 'rill[spark]' ({exc})") from exc
     from rill.client.cli.spark import _check_topics, spark_security
+    from rill.client.cli.spark_errors import expected_failure
 
     host, port = args.broker
     security = spark_security(args)
     _check_topics(host, port, [*args.topic, args.audit_topic], args.timeout, args)
-    spark = spark_session(args.master, "rill spark audit")
-    spark.sparkContext.setLogLevel("ERROR")
     try:
+        spark = spark_session(args.master, "rill spark audit")
+        spark.sparkContext.setLogLevel("ERROR")
         report = audit(spark, f"{host}:{port}", args.topic, args.audit_topic, args.window, args.since,
                        security=security)
-    except (SourceOptionError, ValueError) as exc:
-        raise CliError(str(exc)) from exc
+    except Exception as exc:
+        failure = expected_failure(exc, "audit")
+        if failure is None:
+            raise
+        raise failure from exc
     width = max([len("topic"), *(len(w.topic) for w in report.windows)])
     print(f"{'topic':<{width}}  {'window start (UTC)':<23}  {'producers':>9}  {'expected':>10}  {'found':>10}  "
           f"{'missing':>9}")

@@ -48,7 +48,7 @@ def add_parser(actions: argparse._SubParsersAction[argparse.ArgumentParser], mas
                    help="processing-time trigger (default 1000; 0: back to back)")
     p.add_argument("--backlog", type=positive_int, default=5_000_000, help="messages first produced with --rate 0")
     p.add_argument("--max-bytes", type=positive_int, default=None, metavar="BYTES",
-                   help="maxOffsetsPerTrigger: bytes per micro-batch (default: no limit; 64 MiB with --rate 0)")
+                   help="maxBytesPerTrigger: bytes per micro-batch (default: no limit; 64 MiB with --rate 0)")
     p.add_argument("--master", default=master)
     p.set_defaults(run=run)
 
@@ -140,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
         child.join()  # the backlog is complete before the query starts; the query reads it all
         reader = reader.option("startingOffsets", "earliest")
     if max_bytes:
-        reader = reader.option("maxOffsetsPerTrigger", str(max_bytes))
+        reader = reader.option("maxBytesPerTrigger", str(max_bytes))
     sink = Sink()
     writer = reader.load().writeStream.foreachBatch(sink)
     writer = writer.trigger(processingTime=f"{args.trigger_ms} milliseconds") if args.trigger_ms else writer

@@ -30,6 +30,7 @@ from rill.client.client_config import servers
 from rill.client.errors import OffsetOutOfRange
 from rill.client.protocol.messages import Message
 from rill.client.spark.append_times import AppendTimes
+from rill.client.spark.data_loss import skip_deleted
 from rill.client.spark.leaders import DEFAULT_WAIT_S, Leader, LeaderReads
 from rill.client.spark.ranges import ByteRange
 from rill.client.spark.security_options import client_security
@@ -105,7 +106,7 @@ def offset_index(offsets: list[int]) -> Any:
 
 
 def read_range(r: ByteRange, fetch_bytes: int, bootstrap: str, wait_s: float = DEFAULT_WAIT_S,
-               security: Mapping[str, str] | None = None) -> Iterator[Any]:
+               security: Mapping[str, str] | None = None, fail_on_data_loss: bool = True) -> Iterator[Any]:
     """Yield RecordBatches of every message of ``r`` (``r.start <= offset < r.end``).
 
     Reads from the leader the planner saw, and follows a new leader (found through
@@ -114,10 +115,12 @@ def read_range(r: ByteRange, fetch_bytes: int, bootstrap: str, wait_s: float = D
     leader whose high watermark has not caught up yet) is waited for, up to ``wait_s``.
     Every connection carries the query's ``security`` settings (client key -> string,
     rill.client.spark.security_options; empty or None: PLAINTEXT), rebuilt here in the task.
+    Offsets of the range that retention deleted before they were read fail the task
+    (``fail_on_data_loss``) or are skipped with a ``spark.data_loss`` warning (rill.client.spark.data_loss).
 
     Raises:
-        OffsetOutOfRange: the range is no longer in the log (retention deleted it) or
-            the log ends before ``r.end`` for ``wait_s`` (it was truncated); the message says which.
+        DataLossError: retention deleted part of the range before it was read, and ``fail_on_data_loss``.
+        OffsetOutOfRange: the log ends before ``r.end`` for ``wait_s`` (it was truncated); the message says which.
         AuthenticationFailed: a broker refused the TLS handshake or SASL login, at once.
         ConfigError: the security settings cannot be used here (a TLS file missing on this executor).
         BrokerError, CorruptMessageError, ConnectionClosed: from the fetches (a leader that
@@ -133,7 +136,14 @@ def read_range(r: ByteRange, fetch_bytes: int, bootstrap: str, wait_s: float = D
             reads.assume(tp, Leader(r.host, r.port, r.broker_partition))
         times = AppendTimes(reads, r.topic, r.partition, r.start)
         while offset < r.end:
-            messages = _committed_messages(reads, r, offset, min(fetch_bytes, r.end - offset), wait_s)
+            try:
+                messages = _committed_messages(reads, r, offset, min(fetch_bytes, r.end - offset), wait_s)
+            except OffsetOutOfRange:
+                low = reads.bounds(tp)[0]
+                if offset >= low:
+                    raise
+                offset = skip_deleted(tp, offset, min(low, r.end), fail=fail_on_data_loss)
+                continue
             if messages[-1].offset >= r.end:
                 messages = [m for m in messages if m.offset < r.end]
             yield batch_of(messages, r.topic, r.partition, schema, times)

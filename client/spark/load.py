@@ -41,6 +41,7 @@ import structlog
 
 from rill.client.grpc_client import AdminClient, error_name
 from rill.client.spark.batch import plan_ranges
+from rill.client.spark.data_loss import DataLossError, skip_deleted
 from rill.client.spark.options import DEFAULT_SPLIT_BYTES, SourceOptionError
 from rill.client.spark.output import OutputDir, OutputMoved, RunManifest
 from rill.client.spark.output_lock import OutputLock, OutputLocked
@@ -49,11 +50,14 @@ from rill.client.spark.security_options import PREFIX
 from rill.client.spark.stream import from_json_offsets, to_json_offsets
 from rill.v1 import coordinator_pb2 as pb
 
-__all__ = ["LoadResult", "Progress", "load", "DEFAULT_GROUP", "OutputLocked", "OutputMoved"]
+__all__ = ["LoadResult", "Progress", "load", "DEFAULT_GROUP", "OutputLocked", "OutputMoved", "DataLossError"]
 
 log = structlog.get_logger(__name__)
 
 DEFAULT_GROUP = "rill-spark-load"
+LOADER_HINT = ("the output cannot be complete; to load on from the log start, leaving the deleted range out (a "
+               "spark.data_loss warning names it), run with --fail-on-data-loss false (load(..., "
+               "fail_on_data_loss=False))")
 COLUMNS = ("topic", "partition", "offset", "offsetIndex", "value", "timestamp")  # and date, from timestamp
 # The loader's Parquet timestamps: INT64 microseconds marked as UTC instants, not INT96.
 TIMESTAMP_TYPE = ("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
@@ -83,17 +87,17 @@ class LoadResult:
     coordinator_error: str | None
 
 
-def _plan(c: Cluster, topics: Sequence[str], stored: dict[TopicPartition, int]) -> dict[TopicPartition, tuple[int, int]]:
-    """(start, end) per partition: from the stored offset (or the log start) to the log end now."""
+def _plan(c: Cluster, topics: Sequence[str], stored: dict[TopicPartition, int],
+          fail_on_data_loss: bool = True) -> dict[TopicPartition, tuple[int, int]]:
+    """(start, end) per partition: from the stored offset (or the log start) to the log end now; a stored
+    offset retention deleted fails (DataLossError) or, without ``fail_on_data_loss``, starts at the log start."""
     counts = c.refresh(tuple(topics), None)
     plan: dict[TopicPartition, tuple[int, int]] = {}
     for topic, n in counts.items():
         for p in range(n):
             low, high = c.bounds(TopicPartition(topic, p))
-            start = stored.get(TopicPartition(topic, p), low)
-            if start < low:
-                raise SourceOptionError(f"{topic}-{p}: offsets [{start}, {low}) were deleted by retention before "
-                                        f"they were loaded; the output cannot be complete")
+            start = skip_deleted(TopicPartition(topic, p), stored.get(TopicPartition(topic, p), low), low,
+                                 fail=fail_on_data_loss, hint=LOADER_HINT)
             if start > high:
                 raise SourceOptionError(f"{topic}-{p}: the output holds offsets up to {start}, past the log end "
                                         f"{high} (was the topic recreated?)")
@@ -137,34 +141,42 @@ def _watch(spark: Any, tasks: int, total: int, report: Callable[[Progress], None
 
 def load(spark: Any, bootstrap: str, topics: Sequence[str], out: str | Path, *, group: str = DEFAULT_GROUP,
          split_bytes: int = DEFAULT_SPLIT_BYTES, progress: Callable[[Progress], None] | None = None,
-         security: Mapping[str, str] | None = None, lock: OutputLock | None = None) -> LoadResult:
+         security: Mapping[str, str] | None = None, lock: OutputLock | None = None,
+         fail_on_data_loss: bool = True) -> LoadResult:
     """Load ``topics`` up to their current log ends into ``out`` (see the module doc), connecting with the
     ``security`` settings (client key -> string; None: PLAINTEXT).
 
     ``lock`` is the output's lock when the caller already holds it (``rill spark load`` takes it before it
     starts Spark, so a second loader fails in a second); None: this call takes it and releases it on return.
+    ``fail_on_data_loss`` (Spark's ``failOnDataLoss``): with False, a partition whose unloaded offsets
+    retention deleted is loaded on from its log start, the deleted range named in a ``spark.data_loss``
+    warning (also for a range deleted while the run reads it).
 
     Raises:
         OutputLocked: another loader holds the output's lock; nothing is read or written.
         OutputMoved: another loader committed a run into ``out`` while this one ran; nothing is committed.
+        DataLossError: retention deleted offsets not loaded yet, and ``fail_on_data_loss``; nothing is written.
         SourceOptionError: an unknown topic, data deleted before it was loaded, an unreachable broker, or
             security settings that are malformed or refused.
         ValueError: the output directory's newest offsets file is unreadable.
     """
     if lock is not None:
-        return _load(spark, bootstrap, topics, OutputDir(out), group, split_bytes, progress, security or {})
+        return _load(spark, bootstrap, topics, OutputDir(out), group, split_bytes, progress, security or {},
+                     fail_on_data_loss)
     with OutputLock.acquire(out):
-        return _load(spark, bootstrap, topics, OutputDir(out), group, split_bytes, progress, security or {})
+        return _load(spark, bootstrap, topics, OutputDir(out), group, split_bytes, progress, security or {},
+                     fail_on_data_loss)
 
 
 def _load(spark: Any, bootstrap: str, topics: Sequence[str], output: OutputDir, group: str, split_bytes: int,
-          progress: Callable[[Progress], None] | None, security: Mapping[str, str]) -> LoadResult:
+          progress: Callable[[Progress], None] | None, security: Mapping[str, str],
+          fail_on_data_loss: bool = True) -> LoadResult:
     """:func:`load`, under the output's lock."""
     began, started_ms = time.monotonic(), int(time.time() * 1000)
     latest = output.latest()
     stored = from_json_offsets(latest.end) if latest is not None else {}
     with cluster(bootstrap, security) as c:
-        plan = _plan(c, topics, stored)
+        plan = _plan(c, topics, stored, fail_on_data_loss)
         ends = {**stored, **{tp: end for tp, (_, end) in plan.items()}}
         _commit_group(c, group, {tp: start for tp, (start, _) in plan.items()})  # lag is visible while loading
         todo = {tp: r for tp, r in plan.items() if r[1] > r[0]}
@@ -176,7 +188,8 @@ def _load(spark: Any, bootstrap: str, topics: Sequence[str], output: OutputDir, 
             return LoadResult(None, None, len(plan), 0, 0, time.monotonic() - began, error)
         run, staged = output.begin()
         log.info("spark.load_started", run=run, partitions=len(todo), tasks=tasks, bytes=total, out=str(output.root))
-        rows = _write(spark, bootstrap, todo, staged, split_bytes, tasks, total, progress, security)
+        rows = _write(spark, bootstrap, todo, staged, split_bytes, tasks, total, progress, security,
+                      fail_on_data_loss)
         manifest = RunManifest(run, started_ms, rows, to_json_offsets({tp: s for tp, (s, _) in todo.items()}),
                                to_json_offsets(ends))
         run_dir = output.commit(staged, manifest, latest)
@@ -194,7 +207,8 @@ def _utc_date(F: Any) -> Any:
 
 def _write(spark: Any, bootstrap: str, todo: dict[TopicPartition, tuple[int, int]],
            staged: Path, split_bytes: int, tasks: int, total: int,
-           progress: Callable[[Progress], None] | None, security: Mapping[str, str]) -> int:
+           progress: Callable[[Progress], None] | None, security: Mapping[str, str],
+           fail_on_data_loss: bool = True) -> int:
     """Run the Spark job writing ``todo`` into ``staged``; the number of rows written."""
     from pyspark.sql import functions as F
 
@@ -203,7 +217,8 @@ def _write(spark: Any, bootstrap: str, todo: dict[TopicPartition, tuple[int, int
     assign = {topic: [p for t, p in sorted(todo) if t == topic] for topic in sorted({t for t, _ in todo})}
     df = (spark.read.format("rill").option("bootstrap", bootstrap).option("assign", json.dumps(assign))
           .option("startingOffsets", json.dumps(starting)).option("endingOffsets", json.dumps(ending))
-          .option("splitBytes", str(split_bytes)).options(**{PREFIX + k: v for k, v in security.items()}).load()
+          .option("splitBytes", str(split_bytes)).option("failOnDataLoss", str(fail_on_data_loss).lower())
+          .options(**{PREFIX + k: v for k, v in security.items()}).load()
           .select(*COLUMNS, _utc_date(F).alias("date")))
     stop = threading.Event()
     watcher = _watch(spark, tasks, total, progress, stop) if progress is not None else None

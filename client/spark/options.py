@@ -4,15 +4,18 @@ Spark hands every option as a string in a case-insensitive map. This module turn
 into typed values (:class:`ReadOptions`, :class:`WriteOptions`) and raises
 :class:`SourceOptionError` with a message naming the option for anything malformed, so
 a bad option fails the query before any task runs. Nothing here talks to a broker
-(rill.client.spark.planning does that).
+(rill.client.spark.planning does that). The source checks a read's options as soon as
+Spark asks for its schema, at ``load()`` (rill.client.spark.source).
 
-Offset specifications (``startingOffsets``, ``endingOffsets``) follow Spark's Kafka
-source: ``earliest``, ``latest`` or JSON ``{"topic": {"0": 1234, "1": -2}}``, where
--2 means earliest and -1 latest. rill offsets are byte positions, so a number in the
-JSON must be the offset of a message boundary.
+Option names and meanings are Spark's Kafka source's (docs/spark.md lists them, with
+rill's precision). The start and end of a read (offsets, times) are parsed in
+rill.client.spark.offset_options; the micro-batch limits (``maxOffsetsPerTrigger`` in
+messages, ``maxBytesPerTrigger``, ``minOffsetsPerTrigger`` with ``maxTriggerDelay``) are
+applied by rill.client.spark.trigger_limits.
 
-The security options are the clients' settings (``security.protocol``, ``ssl.*``,
-``sasl.*``), bare or prefixed ``kafka.`` as Spark's Kafka source passes client settings
+Connection options take Spark's ``kafka.`` aliases: ``kafka.bootstrap.servers`` for
+``bootstrap``, ``kafka.max.partition.fetch.bytes`` for ``fetchBytes``, and the security
+options (``security.protocol``, ``ssl.*``, ``sasl.*``), bare or prefixed ``kafka.``
 (rill.client.spark.security_options); both kinds of options carry them, as strings, to
 the executors.
 """
@@ -25,41 +28,32 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from rill.client.client_config import ConfigError
-from rill.client.errors import RillError
+from rill.client.spark.offset_options import EARLIEST, LATEST, TIME_STRATEGIES, OffsetSpec, SourceOptionError
+from rill.client.spark.offset_options import TimeSpec, parse_offsets, parse_times
 from rill.client.spark.security_options import option_keys, security_settings
 from rill.client.topic_names import is_valid_topic
 
-__all__ = ["SourceOptionError", "ReadOptions", "WriteOptions", "OffsetSpec", "EARLIEST", "LATEST",
-           "parse_read_options", "parse_write_options"]
+__all__ = ["SourceOptionError", "ReadOptions", "WriteOptions", "OffsetSpec", "TimeSpec", "EARLIEST", "LATEST",
+           "parse_read_options", "parse_write_options", "parse_offsets"]
 
-EARLIEST = -2
-LATEST = -1
 DEFAULT_FETCH_BYTES = 4 * 1024 * 1024
 DEFAULT_SPLIT_BYTES = 256 * 1024 * 1024
+DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000  # Spark's "15m"
 
 # What Spark itself may add to a source's options (writeStream passes checkpointLocation, save(path) passes path).
 _SPARK_KEYS = {"checkpointlocation", "path"}
 _BOOTSTRAP_KEYS = ("bootstrap", "bootstrap.servers", "kafka.bootstrap.servers")
+_FETCH_KEYS = ("fetchBytes", "kafka.max.partition.fetch.bytes")
 _READ_KEYS = {"assign", "subscribe", "subscribepattern", "startingoffsets", "endingoffsets", "startingtimestamp",
-              "maxoffsetspertrigger", "fetchbytes", "splitbytes", "minpartitions"}
+              "endingtimestamp", "startingoffsetsbytimestamp", "endingoffsetsbytimestamp",
+              "startingoffsetsbytimestampstrategy", "failondataloss", "maxoffsetspertrigger", "maxbytespertrigger",
+              "minoffsetspertrigger", "maxtriggerdelay", "maxrecordsperpartition", "includeheaders",
+              "fetchbytes", "kafka.max.partition.fetch.bytes", "splitbytes", "minpartitions"}
+_STREAM_ONLY = ("maxOffsetsPerTrigger", "maxBytesPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay")
+_BATCH_ONLY = ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp")
 _WRITE_KEYS = {"topic", "producer.linger.ms", "producer.batch.size", "producer.acks", "producer.compression.type"}
-
-
-class SourceOptionError(RillError, ValueError):
-    """An option of the ``rill`` data source that is missing, unknown or malformed."""
-
-
-@dataclass(frozen=True, slots=True)
-class OffsetSpec:
-    """Where to start or end: ``default`` (EARLIEST or LATEST) for every partition, except
-    the partitions named in ``per_partition`` (topic -> partition -> offset, -2 earliest,
-    -1 latest). ``explicit_topics`` are the topics the JSON names."""
-
-    default: int
-    per_partition: Mapping[str, Mapping[int, int]]
-
-    def offset_for(self, topic: str, partition: int) -> int:
-        return self.per_partition.get(topic, {}).get(partition, self.default)
+_DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|min|h|d)?\s*$")
+_DURATION_MS = {None: 1, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,13 +66,28 @@ class ReadOptions:
     assign: Mapping[str, tuple[int, ...]] | None
     starting: OffsetSpec
     ending: OffsetSpec
-    starting_timestamp: int | None
+    starting_times: TimeSpec | None
+    """``startingTimestamp`` or ``startingOffsetsByTimestamp`` (they win over ``startingOffsets``)."""
     max_offsets_per_trigger: int | None
+    """Messages per micro-batch (Spark's meaning); None: no cap."""
     fetch_bytes: int
     split_bytes: int
     min_partitions: int
     security: Mapping[str, str] = field(default_factory=dict)
     """The security settings by client key (``security.protocol``, ...); empty: PLAINTEXT."""
+    ending_times: TimeSpec | None = None
+    """``endingTimestamp`` or ``endingOffsetsByTimestamp`` (batch; they win over ``endingOffsets``)."""
+    time_strategy: str = "error"
+    """``startingOffsetsByTimestampStrategy``: ``error`` or ``latest`` for a start time past a log's end."""
+    fail_on_data_loss: bool = True
+    """False: skip offsets deleted by retention with a warning, rather than fail."""
+    max_bytes_per_trigger: int | None = None
+    """Bytes per micro-batch (rill's byte cap); None: no cap."""
+    min_offsets_per_trigger: int | None = None
+    """Messages a micro-batch waits for, up to ``max_trigger_delay_ms``; None: no wait."""
+    max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
+    max_records_per_partition: int | None = None
+    """Split a partition's range into tasks of about this many messages; None: only ``splitBytes``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,45 +145,6 @@ def _required_positive(options: Mapping[str, str], key: str, default: int) -> in
     return value
 
 
-def parse_offsets(option: str, text: str | None, default: int, *, allow_earliest: bool = True) -> OffsetSpec:
-    """Parse ``earliest``, ``latest`` or the JSON form of ``option``.
-
-    Raises:
-        SourceOptionError: malformed JSON, a bad topic or partition, an offset below -2,
-            or -2 where ``allow_earliest`` is false (``endingOffsets``).
-    """
-    if text is None:
-        return OffsetSpec(default, {})
-    word = text.strip().lower()
-    if word == "earliest" and allow_earliest:
-        return OffsetSpec(EARLIEST, {})
-    if word == "latest":
-        return OffsetSpec(LATEST, {})
-    try:
-        parsed = json.loads(text)
-    except ValueError as exc:
-        raise SourceOptionError(f"option {option!r} must be 'earliest', 'latest' or JSON like "
-                                f"{{\"topic\": {{\"0\": 1234}}}}, got {text!r} ({exc})") from None
-    if not isinstance(parsed, dict):
-        raise SourceOptionError(f"option {option!r}: the JSON must be an object of topics, got {text!r}")
-    per: dict[str, dict[int, int]] = {}
-    for topic, parts in parsed.items():
-        if not is_valid_topic(topic) or not isinstance(parts, dict):
-            raise SourceOptionError(f"option {option!r}: {topic!r} must be a topic name mapped to "
-                                    f"{{\"partition\": offset}}")
-        per[topic] = {}
-        for part, offset in parts.items():
-            if not str(part).isdigit() or isinstance(offset, bool) or not isinstance(offset, int):
-                raise SourceOptionError(f"option {option!r}: partition {part!r} of {topic!r} needs a "
-                                        f"partition number and a whole offset, got {offset!r}")
-            if offset < EARLIEST or (offset == EARLIEST and not allow_earliest):
-                allowed = "-1 (latest)" if not allow_earliest else "-2 (earliest), -1 (latest)"
-                raise SourceOptionError(f"option {option!r}: offset {offset} of {topic}-{part} must be >= 0 "
-                                        f"or {allowed}")
-            per[topic][int(part)] = offset
-    return OffsetSpec(default, per)
-
-
 def _assign(text: str) -> dict[str, tuple[int, ...]]:
     try:
         parsed = json.loads(text)
@@ -211,8 +181,56 @@ def _subscription(options: Mapping[str, str]) -> tuple[tuple[str, ...], str | No
     return topics, None, None
 
 
-def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
-    """Parse and check the options of a batch (``streaming=False``) or streaming read.
+def _boolean(options: Mapping[str, str], key: str, default: bool) -> bool:
+    text = options.get(key)
+    if text is None:
+        return default
+    if text.strip().lower() not in ("true", "false"):
+        raise SourceOptionError(f"option {key!r} must be true or false, got {text!r}")
+    return text.strip().lower() == "true"
+
+
+def _duration_ms(options: Mapping[str, str], key: str, default: int) -> int:
+    """A duration as Spark writes it: ``500ms``, ``30s``, ``15m``, ``1h``, ``1d`` or a number of ms."""
+    text = options.get(key)
+    if text is None:
+        return default
+    match = _DURATION.match(text.lower())
+    if match is None:
+        raise SourceOptionError(f"option {key!r} must be a duration such as 30s, 5m or 500ms, got {text!r}")
+    return int(match.group(1)) * _DURATION_MS[match.group(2)]
+
+
+def _alias(options: Mapping[str, str], keys: tuple[str, ...]) -> str | None:
+    """The value of the first of ``keys`` given; two of them with different values are refused."""
+    given = {key: options[key].strip() for key in keys if options.get(key) is not None}
+    if len(set(given.values())) > 1:
+        raise SourceOptionError(f"options {' and '.join(repr(k) for k in given)} name the same setting with "
+                                f"different values; give one")
+    return next(iter(given.values()), None)
+
+
+def _check_mode(options: Mapping[str, str], streaming: bool | None) -> None:
+    """Refuse what cannot be in this kind of read (``streaming`` None: not known yet, nothing to refuse)."""
+    if streaming is None:
+        return
+    wrong = _BATCH_ONLY if streaming else _STREAM_ONLY
+    for key in wrong:
+        if options.get(key) is not None:
+            raise SourceOptionError(f"option {key!r} is for {'batch' if streaming else 'streaming'} reads only"
+                                    + ("; a stream has no end" if streaming else ""))
+
+
+def _refuse_headers(options: Mapping[str, str]) -> None:
+    if _boolean(options, "includeHeaders", False):
+        raise SourceOptionError("option 'includeHeaders' cannot be true for rill: the Kafka 0.7 message format "
+                                "has no record headers (nor keys), so there is no headers column to add")
+
+
+def parse_read_options(options: Mapping[str, str], *, streaming: bool | None) -> ReadOptions:
+    """Parse and check the options of a batch (``streaming=False``) or streaming read, or of a read whose
+    kind is not known yet (``None``: at ``load()``, where Spark asks for the schema; the options only a
+    batch or only a stream takes are then checked later).
 
     ``options`` must look keys up case-insensitively (Spark's map does). Defaults as in
     Spark's Kafka source: a batch reads from earliest to latest, a new stream starts at
@@ -222,26 +240,28 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
         SourceOptionError: the first problem found, naming the option.
     """
     _check_keys(options, _READ_KEYS)
+    _refuse_headers(options)
+    _check_mode(options, streaming)
     subscribe, pattern, assign = _subscription(options)
-    starting = parse_offsets("startingOffsets", options.get("startingOffsets"), LATEST if streaming else EARLIEST)
-    if streaming and options.get("endingOffsets") is not None:
-        raise SourceOptionError("option 'endingOffsets' is for batch reads only; a stream has no end")
+    starting = parse_offsets("startingOffsets", options.get("startingOffsets"), LATEST if streaming else EARLIEST,
+                             allow_latest=streaming is not False)
     ending = parse_offsets("endingOffsets", options.get("endingOffsets"), LATEST, allow_earliest=False)
-    if not streaming and options.get("maxOffsetsPerTrigger") is not None:
-        raise SourceOptionError("option 'maxOffsetsPerTrigger' is for streaming reads only")
-    timestamp = None
-    if options.get("startingTimestamp") is not None:
-        if options.get("startingOffsets") is not None:
-            raise SourceOptionError("give either 'startingOffsets' or 'startingTimestamp', not both")
-        text = options["startingTimestamp"]
-        if not text.strip().isdigit():
-            raise SourceOptionError(f"option 'startingTimestamp' must be milliseconds since the epoch, got {text!r}")
-        timestamp = int(text)
+    strategy = (options.get("startingOffsetsByTimestampStrategy") or "error").strip().lower()
+    if strategy not in TIME_STRATEGIES:
+        raise SourceOptionError(f"option 'startingOffsetsByTimestampStrategy' must be error or latest, "
+                                f"got {strategy!r}")
+    fetch = _alias(options, _FETCH_KEYS)
     return ReadOptions(
-        bootstrap=_bootstrap(options), subscribe=subscribe, pattern=pattern, assign=assign, starting=starting, ending=ending,
-        starting_timestamp=timestamp,
+        bootstrap=_bootstrap(options), subscribe=subscribe, pattern=pattern, assign=assign, starting=starting,
+        ending=ending, starting_times=parse_times(options, "starting"), ending_times=parse_times(options, "ending"),
+        time_strategy=strategy, fail_on_data_loss=_boolean(options, "failOnDataLoss", True),
         max_offsets_per_trigger=_positive(options, "maxOffsetsPerTrigger", None),
-        fetch_bytes=_required_positive(options, "fetchBytes", DEFAULT_FETCH_BYTES),
+        max_bytes_per_trigger=_positive(options, "maxBytesPerTrigger", None),
+        min_offsets_per_trigger=_positive(options, "minOffsetsPerTrigger", None),
+        max_trigger_delay_ms=_duration_ms(options, "maxTriggerDelay", DEFAULT_MAX_TRIGGER_DELAY_MS),
+        max_records_per_partition=_positive(options, "maxRecordsPerPartition", None),
+        fetch_bytes=(_required_positive({"fetchBytes": fetch}, "fetchBytes", DEFAULT_FETCH_BYTES) if fetch
+                     else DEFAULT_FETCH_BYTES),
         split_bytes=_required_positive(options, "splitBytes", DEFAULT_SPLIT_BYTES),
         min_partitions=_required_positive(options, "minPartitions", 1), security=_security(options))
 

@@ -105,11 +105,6 @@ def test_json_offsets_start_and_end(spark: Any, two_partitions: RunningBroker) -
     assert rows_of(df) == p0[100:200] + [r for r in everything if r[0] == 1]
 
 
-def test_latest_start_reads_nothing(spark: Any, two_partitions: RunningBroker) -> None:
-    """startingOffsets=latest in a batch gives an empty result."""
-    assert read(spark, two_partitions, subscribe="events", startingOffsets="latest").count() == 0
-
-
 def test_starting_timestamp(spark: Any, fine_broker: RunningBroker) -> None:
     """startingTimestamp skips what was appended before it (to within one index interval) and keeps all after."""
     create(fine_broker, "timed", 1)
@@ -158,6 +153,8 @@ def test_byte_range_split_equals_one_task(spark: Any, broker: RunningBroker) -> 
     ({"subscribe": "events", "subscribePattern": "e.*"}, "exactly one of the options"),
     ({"subscribe": "events", "startingOfsets": "earliest"}, "unknown option(s) startingofsets"),
     ({"subscribe": "events", "maxOffsetsPerTrigger": "10"}, "for streaming reads only"),
+    ({"subscribe": "events", "startingOffsets": "latest"}, "can't be latest for batch queries"),
+    ({"subscribe": "events", "includeHeaders": "true"}, "has no record headers"),
 ])
 def test_bad_options_fail_at_planning(spark: Any, two_partitions: RunningBroker, options: dict[str, str],
                                       message: str) -> None:
@@ -167,3 +164,45 @@ def test_bad_options_fail_at_planning(spark: Any, two_partitions: RunningBroker,
     with pytest.raises(AnalysisException) as failure:
         read(spark, two_partitions, **options).collect()
     assert message in str(failure.value)
+    assert "SourceOptionError: " in str(failure.value)
+
+
+def test_bad_option_fails_at_load(spark: Any, broker: RunningBroker) -> None:
+    """An option that is wrong for any read fails load() itself, with the one-line SourceOptionError."""
+    from pyspark.errors import AnalysisException
+
+    with pytest.raises(AnalysisException, match="SourceOptionError: option 'failOnDataLoss' must be true or false"):
+        read(spark, broker, subscribe="anything", failOnDataLoss="perhaps")
+
+
+def test_time_options_and_spark_aliases(spark: Any, fine_broker: RunningBroker) -> None:
+    """startingOffsetsByTimestamp / endingTimestamp / endingOffsetsByTimestamp cut at the time index (64-byte
+    interval here: a few messages); startingTimestamp past the log end fails as Spark's does, or starts at the end
+    with the strategy latest; maxRecordsPerPartition splits by messages; kafka.* aliases name rill's options."""
+    create(fine_broker, "times", 1)
+    produce(fine_broker, "times", 0, values("old", 100))
+    time.sleep(0.05)
+    cut_ms = int(time.time() * 1000)
+    time.sleep(0.05)
+    produce(fine_broker, "times", 0, values("new", 100))
+    later_ms = int(time.time() * 1000) + 60_000
+    old, new = values("old", 100), values("new", 100)
+
+    def got(**options: str) -> list[bytes]:
+        return [r[2] for r in rows_of(read(spark, fine_broker, subscribe="times", **options))]
+
+    started = got(startingOffsetsByTimestamp=json.dumps({"times": {"0": cut_ms}}))
+    assert started[-100:] == new and len(started) - 100 <= 5
+    ended = got(endingTimestamp=str(cut_ms))
+    assert ended == old[:len(ended)] and 95 <= len(ended) <= 100
+    assert got(endingOffsetsByTimestamp=json.dumps({"times": {"0": cut_ms}})) == ended  # the same cut
+    assert got(endingTimestamp=str(later_ms)) == old + new  # past the end: latest, as Spark's
+    assert got(startingTimestamp=str(later_ms), startingOffsetsByTimestampStrategy="latest") == []
+    from pyspark.errors import AnalysisException
+
+    with pytest.raises(AnalysisException, match="no message of times-0 was appended at or after"):
+        got(startingTimestamp=str(later_ms))
+    split = read(spark, fine_broker, subscribe="times", maxRecordsPerPartition="50",
+                 **{"kafka.max.partition.fetch.bytes": "1000"})
+    assert split.rdd.getNumPartitions() >= 4
+    assert rows_of(split) == sorted(topic_rows(fine_broker, "times", 1))

@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow as pa  # type: ignore[import-untyped]
 import pytest
 
-from rill.broker.testing import RunningBroker
+from rill.broker.testing import RunningBroker, running_broker
 from rill.client.grpc_client import AdminClient
 from rill.client.protocol.messages import CODEC_GZIP
 from rill.client.simple import SimpleConsumer, SimpleProducer
@@ -150,3 +150,38 @@ def test_loaded_parquet_has_utc_micros_timestamps_and_offset_index(spark: Any, b
     epoch = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
     assert {(r["offset"], r["offsetIndex"]): (r["timestamp"] - epoch) // datetime.timedelta(microseconds=1)
             for r in loaded} == appended
+
+
+def test_loader_across_a_retention_gap(spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Offsets deleted before they were loaded stop `rill spark load` with one error line naming
+    --fail-on-data-loss; with `--fail-on-data-loss false` the run loads on from the log start, a spark.data_loss
+    warning naming the skipped range; `rill groups describe` shows the loader's group with the loader's -b."""
+    from rill.client.cli.main import main
+
+    with running_broker(tmp_path / "data", num_partitions=1, log_segment_bytes=1024, log_retention_bytes=2048,
+                        log_retention_check_interval_ms=100) as b:
+        create(b, "gap", 1)
+        produce(b, "gap", 0, [b"a" * 90] * 12)
+        out = tmp_path / "out"
+        cli = ["spark", "load", "-b", b.address, "--topic", "gap", "--out", str(out), "--no-progress"]
+        assert main(cli) == 0
+        for _ in range(4):
+            produce(b, "gap", 0, [b"b" * 90] * 10)  # 10 per append: segments roll between appends
+        deadline = time.monotonic() + 20
+        with SimpleConsumer(b.host, b.port) as consumer:
+            while consumer.earliest_offset("gap", 0) <= 1200:
+                assert time.monotonic() < deadline, "retention did not run"
+                time.sleep(0.05)
+        capsys.readouterr()
+        assert main(cli) == 1
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("rill: error: gap-0: offsets [1200, ")
+        assert "--fail-on-data-loss false" in err[0]
+        assert main([*cli, "--fail-on-data-loss", "false"]) == 0
+        warning = [line for line in capsys.readouterr().err.splitlines() if "spark.data_loss" in line]
+        assert len(warning) == 1 and "skipped_from=1200" in warning[0] and "topic=gap" in warning[0]
+        loaded = spark.read.parquet(str(out)).orderBy("offset").collect()
+        assert [bytes(r.value) for r in loaded] == [b"a" * 90] * 12 + [v for _, _, v in topic_rows(b, "gap", 1)]
+        capsys.readouterr()
+        assert main(["groups", "describe", "rill-spark-load", "-b", b.address]) == 0
+        assert "gap\t0\t" in capsys.readouterr().out
