@@ -19,24 +19,30 @@ from typing import Any
 
 
 class SpawnedBroker:
-    """One broker process on ``data_dir`` with ``settings`` (``--set KEY=VALUE`` each)."""
+    """One broker process on ``data_dir`` with ``settings`` (``--set KEY=VALUE`` each).
+
+    ``metrics`` is its ``--metrics-port``: -1 (the default) a free port, 0 none, else that
+    port; once started, ``metrics_port`` is the port it serves /metrics on (0: none).
+    """
 
     def __init__(self, data_dir: str, settings: dict[str, Any] | None = None, *,
-                 zookeeper: str | None = None, broker_id: int | None = None) -> None:
+                 zookeeper: str | None = None, broker_id: int | None = None, metrics: int = -1) -> None:
         self.data_dir = data_dir
         self.settings = settings or {}
         self.zookeeper = zookeeper
         self.broker_id = broker_id
+        self.metrics = metrics
         self.proc: subprocess.Popen[bytes] | None = None
         self.port = 0
         self.grpc_port = 0
+        self.metrics_port = 0
         self.log_path = ""
 
     def start(self, timeout: float = 600.0) -> float:
         """Start it (again, after a stop, on the same data); return the seconds until it served (its
         ``broker.ready`` line). Each start logs to a file of its own (``log_path``)."""
         args = [sys.executable, "-m", "rill.broker.main", "--data-dir", self.data_dir, "--port", "0",
-                "--grpc-port", "0", "--metrics-port", "-1", "--host", "127.0.0.1", "--log-format", "json"]
+                "--grpc-port", "0", "--metrics-port", str(self.metrics), "--host", "127.0.0.1", "--log-format", "json"]
         if self.zookeeper is not None:
             args += ["--zookeeper", self.zookeeper]
         if self.broker_id is not None:
@@ -52,6 +58,7 @@ class SpawnedBroker:
             if ready is not None:
                 self.port = int(ready["port"])
                 self.grpc_port = int(ready.get("grpc_port") or 0)
+                self.metrics_port = int(ready.get("metrics_port") or 0)
                 return time.monotonic() - started
             if self.proc.poll() is not None:
                 raise RuntimeError(f"the broker exited with {self.proc.returncode}; see {self.log_path}")

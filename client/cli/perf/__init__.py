@@ -30,10 +30,17 @@ One module per harness, named for what it measures:
 - :mod:`.security_overhead`: ``security``, produce, consume and e2e over TLS against
   plaintext (two listeners of one broker) and with 100 ACLs against the authorizer off,
   alternating, as ratios; on brokers of its own.
+- :mod:`.metrics_overhead`: ``metrics``, produce, consume and e2e with Prometheus metrics
+  on (and scraped every 15 s of benchmark time) against off, alternating, as ratios; on
+  brokers of its own. :mod:`.scrape_cost`: ``scrape``, scrape time, series and size of
+  ``/metrics`` with 1,000 and 10,000 partitions, and the stall of another process's
+  requests meanwhile (measured by the worker process :mod:`.loop_probe`).
 
 The harnesses share :mod:`.report` (figures as text or ``--json``, percentiles),
 :mod:`.broker_requests` (data-plane arguments, topic, pre-encoded produces),
-:mod:`.group_members`, :mod:`.commit_client`, :mod:`.mode_comparison` and :mod:`.cluster_setup`. Imports go one
+:mod:`.group_members`, :mod:`.commit_client`, :mod:`.mode_comparison`, :mod:`.cluster_setup`,
+:mod:`.side_by_side` (two sides compared in alternating rounds, as ratios) and
+:mod:`.metrics_scrape` (scraping ``/metrics``). Imports go one
 way: :mod:`.command` (the ``rill perf`` dispatcher) imports the harnesses, the harnesses
 import the shared helpers, and nothing imports back.
 

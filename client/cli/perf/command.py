@@ -3,7 +3,8 @@
 It imports the harnesses (each module adds its benchmarks with ``add_parsers``); they
 import only the shared helpers (:mod:`~rill.client.cli.perf.report`,
 :mod:`~rill.client.cli.perf.broker_requests`, :mod:`~rill.client.cli.perf.group_members`,
-:mod:`~rill.client.cli.perf.commit_client`, :mod:`~rill.client.cli.perf.mode_comparison`),
+:mod:`~rill.client.cli.perf.commit_client`, :mod:`~rill.client.cli.perf.mode_comparison`,
+:mod:`~rill.client.cli.perf.side_by_side`, :mod:`~rill.client.cli.perf.metrics_scrape`),
 never this module.
 """
 
@@ -14,7 +15,7 @@ import argparse
 from rill.client.cli.perf import (broker_limits, broker_throughput, commit_modes, coordinator_calls, crc_speed,
                                   poll_consumer, produce_latency, producer_api, rebalance, rebalance_modes,
                                   elections, failover, group_commit_ratio, group_failover, partition_moves,
-                                  replication, security_overhead)
+                                  metrics_overhead, replication, scrape_cost, security_overhead)
 
 HARNESSES = (  # in the order ``rill perf --help`` lists their benchmarks
     broker_throughput,  # produce, consume
@@ -34,6 +35,8 @@ HARNESSES = (  # in the order ``rill perf --help`` lists their benchmarks
     group_failover,  # group-failover
     group_commit_ratio,  # group-commits
     security_overhead,  # security
+    metrics_overhead,  # metrics
+    scrape_cost,  # scrape
 )
 
 
@@ -43,7 +46,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
                                               "consumer-api, e2e, producer-api, commit-modes, rebalance-modes, "
                                               "connections, large-requests, partitions, scrub, replication, "
                                               "failover, elections, reassignment, group-failover, group-commits, "
-                                              "security",
+                                              "security, metrics, scrape",
                               description="Benchmarks. Each prints its figures and the command that produced them.")
     kinds = p.add_subparsers(dest="benchmark", metavar="BENCHMARK", required=True)
     for harness in HARNESSES:

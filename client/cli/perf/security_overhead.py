@@ -18,35 +18,27 @@ It starts brokers of its own (rill.client.cli.spawned_broker) in a work director
 The benchmarks are ``rill perf produce`` (ingest), ``rill perf consume`` (read and
 CRC-check a topic produced before the rounds), ``rill perf e2e`` (produce-to-poll
 latency, p50 and p99) and, for TLS with ``--large-mb``, ``rill perf consume`` of 10 KB
-messages with 4 MiB fetches (where plaintext uses sendfile and TLS cannot). Each run is
-a child process whose command is reported; the broker's CPU time during the run is read
-from ``/proc/<pid>/stat``. Every round runs each benchmark on both sides, the order of
-the sides swapped from one round to the next (A B, B A, ...) as in .ci/perf-compare, so
-drift of a shared machine hits both alike; the ratio is taken per round, and the median
-and the range of the rounds' ratios are reported. Before each pair of runs it waits (at
-most ``--idle-wait`` seconds) for the machine to be quiet, and it reports how many cores
-other work kept busy during the runs (the machine's busy time from ``/proc/stat`` less the
-broker's and the client's).
+messages with 4 MiB fetches (where plaintext uses sendfile and TLS cannot). The rounds,
+the broker CPU accounting, the wait for a quiet machine and the ratios are
+:mod:`.side_by_side`'s (shared with ``rill perf metrics``): every round runs each
+benchmark on both sides, the order of the sides swapped from one round to the next, and
+the median and range of the rounds' ratios are reported.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import resource
 import shutil
 import socket
-import statistics
-import subprocess
-import sys
 import tempfile
-import time
-from dataclasses import dataclass, field
 from typing import Any
 
-from rill.client.cli.common import CliError, info, positive_int
+from rill.client.cli.common import CliError, positive_int
 from rill.client.cli.perf.report import MB, report
+from rill.client.cli.perf.side_by_side import (Bench, Comparison, Side, add_round_options, comparison_lines,
+                                               comparison_rows, data_plane_benches, fill_topic, loadavg, rill,
+                                               run_rounds, say)
 from rill.client.cli.spawned_broker import SpawnedBroker
 
 __all__ = ["add_parsers"]
@@ -56,42 +48,10 @@ GROUP_PREFIX = "perf-"  # rill perf consumer-api and e2e name their groups perf-
 LARGE_MESSAGE, LARGE_FETCH = 10_000, 4 * 1_048_576
 
 
-@dataclass(frozen=True)
-class Bench:
-    """One benchmark: its ``rill perf`` arguments, the figures compared, and how to count its bytes."""
-
-    name: str
-    argv: tuple[str, ...]
-    metrics: tuple[str, ...]  # keys of the JSON result; higher is better unless they end in _ms
-    volume: str = ""  # "produce" or "consume": the payload counted for broker CPU per MB; "": none
-
-
-@dataclass(frozen=True)
-class Side:
-    """Where one side of a comparison sends its benchmarks: a broker, a port, a --command-config."""
-
-    label: str
-    broker: SpawnedBroker
-    port: int
-    command_config: str | None = None
-
-
-@dataclass
-class Comparison:
-    """Every run of both sides of one comparison, by benchmark."""
-
-    title: str
-    a: Side
-    b: Side
-    runs: dict[str, dict[str, list[dict[str, Any]]]] = field(default_factory=dict)  # bench -> side label -> runs
-
-
 def add_parsers(kinds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``security`` to ``rill perf``'s subcommands."""
     p = kinds.add_parser("security", help="TLS vs plaintext and ACLs on vs off: produce, consume, e2e as ratios")
-    p.add_argument("--dir", help="where the brokers keep their data (default: a temporary directory; "
-                                 "/dev/shm takes the disk out)")
-    p.add_argument("--rounds", type=positive_int, default=3, help="runs per side and benchmark (default: 3)")
+    add_round_options(p, 3, "the data, certificates and brokers' logs")
     p.add_argument("--acls", type=positive_int, default=100, help="ACLs on the authorizer's broker (default: 100)")
     p.add_argument("--parts", default="tls,acls", help="comparisons to run: tls, acls (default: both)")
     p.add_argument("--messages", type=positive_int, default=1_000_000, metavar="N",
@@ -100,13 +60,6 @@ def add_parsers(kinds: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     p.add_argument("--seconds", type=float, default=5.0, help="e2e seconds per run (default: 5)")
     p.add_argument("--large-mb", type=int, default=500, metavar="MB",
                    help="MB of 10 KB messages read with 4 MiB fetches in the TLS comparison (default: 500; 0: none)")
-    p.add_argument("--idle-wait", type=float, default=60.0, metavar="SECONDS",
-                   help="before each pair of runs, wait up to this long for the machine to be quiet (default: 60)")
-    p.add_argument("--idle-below", type=float, default=20.0, metavar="PERCENT",
-                   help="quiet: all cores together less busy than this for 3 s in a row (default: 20)")
-    p.add_argument("--keep", action="store_true", help="keep the data, certificates and brokers' logs")
-    p.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     p.set_defaults(run=run_security)
 
 
@@ -116,7 +69,7 @@ def run_security(args: argparse.Namespace) -> int:
         raise CliError(f"--parts: tls and/or acls, not {args.parts!r}")
     work = tempfile.mkdtemp(prefix="rill-perf-security-", dir=args.dir)
     comparisons: list[Comparison] = []
-    extra: dict[str, Any] = {"load_before": _loadavg()}
+    extra: dict[str, Any] = {"load_before": loadavg()}
     brokers: list[SpawnedBroker] = []
     try:
         if "tls" in parts:
@@ -124,7 +77,7 @@ def run_security(args: argparse.Namespace) -> int:
         if "acls" in parts:
             comparisons.append(_acl_comparison(args, work, brokers))
         for comparison in comparisons:
-            _run_rounds(args, comparison, _benches(args, large=comparison.title.startswith("TLS")))
+            run_rounds(args, comparison, _benches(args, large=comparison.title.startswith("TLS")))
         for broker in brokers:
             broker.stop()
     finally:
@@ -132,23 +85,17 @@ def run_security(args: argparse.Namespace) -> int:
             if broker.proc is not None and broker.proc.poll() is None:
                 broker.kill9()
         if args.keep:
-            _say(args, f"  data, certificates and logs kept in {work}")
+            say(args, f"  data, certificates and logs kept in {work}")
         else:
             shutil.rmtree(work, ignore_errors=True)
-    extra["load_after"] = _loadavg()
+    extra["load_after"] = loadavg()
     _report(args, comparisons, extra)
     return 0
 
 
 def _benches(args: argparse.Namespace, *, large: bool) -> list[Bench]:
-    benches = [
-        Bench("produce", ("produce", "-t", PRODUCE_TOPIC, "--partitions", "4", "--message-size", "200", "--batch", "50",
-                          "--messages", str(args.messages)), ("messages_per_s",), "produce"),
-        Bench("consume", ("consume", "-t", CONSUME_TOPIC), ("messages_per_s",), "consume"),
-        Bench("e2e", ("e2e", "-t", E2E_TOPIC, "--runs", "1", "--seconds", f"{args.seconds:g}", "--rate",
-                      str(args.rate), "--warmup", str(min(1000, int(args.rate * args.seconds) // 5))),
-              ("p50_ms", "p99_ms")),
-    ]
+    benches = data_plane_benches(PRODUCE_TOPIC, CONSUME_TOPIC, E2E_TOPIC, messages=args.messages, rate=args.rate,
+                                 seconds=args.seconds)
     if large and args.large_mb > 0:
         benches.append(Bench("consume-10KB-4MiB", ("consume", "-t", LARGE_TOPIC, "--fetch-size", str(LARGE_FETCH)),
                              ("mb_per_s",), "consume"))
@@ -185,7 +132,7 @@ def _tls_comparison(args: argparse.Namespace, work: str, brokers: list[SpawnedBr
     broker.start(120)
     plain_port, ssl_port = _listener_port(broker, "PLAINTEXT"), _listener_port(broker, "SSL")
     extra["tls"] = _tls_session(ssl_port, f"{certs}/ca.pem")
-    _say(args, f"  TLS broker (pid {broker.pid}): PLAINTEXT 127.0.0.1:{plain_port}, SSL 127.0.0.1:{ssl_port} "
+    say(args, f"  TLS broker (pid {broker.pid}): PLAINTEXT 127.0.0.1:{plain_port}, SSL 127.0.0.1:{ssl_port} "
                f"({extra['tls']})")
     _setup_topics(args, broker, plain_port, large=args.large_mb > 0)
     return Comparison("TLS vs PLAINTEXT (one broker, two listeners)", Side("PLAINTEXT", broker, plain_port),
@@ -211,7 +158,7 @@ def _acl_comparison(args: argparse.Namespace, work: str, brokers: list[SpawnedBr
         brokers.append(broker)
         broker.start(120)
         _setup_topics(args, broker, broker.port, large=False)
-    _say(args, f"  authorizer off: pid {off.pid}, port {off.port}; on with {granted} ACLs: pid {on.pid}, "
+    say(args, f"  authorizer off: pid {off.pid}, port {off.port}; on with {granted} ACLs: pid {on.pid}, "
                f"port {on.port}")
     return Comparison(f"ACLs on ({granted} ACLs) vs authorizer off (two brokers)",
                       Side("authorizer off", off, off.port), Side(f"{granted} ACLs", on, on.port))
@@ -256,8 +203,8 @@ def _grant_acls(data_dir: str, count: int) -> int:
     """Grant ``count`` ACLs in ``data_dir`` with ``rill acls add``; return how many ``rill acls list`` shows."""
     os.makedirs(data_dir, exist_ok=True)
     for command in acl_commands(data_dir, count):
-        _rill(command)
-    listing = _rill(["acls", "list", "--data-dir", data_dir])
+        rill(command)
+    listing = rill(["acls", "list", "--data-dir", data_dir])
     granted = sum(1 for line in listing.splitlines() if line.strip().startswith("(principal="))
     if granted != count:
         raise CliError(f"granted {granted} ACLs, not {count}:\n{listing}")
@@ -266,136 +213,13 @@ def _grant_acls(data_dir: str, count: int) -> int:
 
 def _setup_topics(args: argparse.Namespace, broker: SpawnedBroker, port: int, *, large: bool) -> None:
     """Fill the consumed topics (not measured): ``--messages`` of 200 B, and ``--large-mb`` of 10 KB."""
-    address = ["-b", f"127.0.0.1:{port}", "--json", "-q"]
-    _rill(["perf", "produce", "-t", CONSUME_TOPIC, "--partitions", "4", "--messages", str(args.messages), *address])
+    fill_topic(port, CONSUME_TOPIC, args.messages)
     if large:
-        _rill(["perf", "produce", "-t", LARGE_TOPIC, "--partitions", "1", "--message-size", str(LARGE_MESSAGE),
-               "--batch", "50", "--messages", str(args.large_mb * MB // LARGE_MESSAGE), *address])
-
-
-# ---------------------------------------------------------------- the rounds
-
-
-def _rill(argv: list[str], timeout: float = 900) -> str:
-    """Run ``rill ARGV`` in a child process (this interpreter); its stdout. Raises CliError if it fails."""
-    done = subprocess.run([sys.executable, "-m", "rill.client.cli.main", *argv], capture_output=True, text=True,
-                          timeout=timeout)
-    if done.returncode != 0:
-        raise CliError(f"rill {' '.join(argv)} failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
-    return done.stdout
-
-
-def broker_cpu_seconds(pid: int) -> float:
-    """User plus system CPU time of process ``pid`` so far (``/proc/<pid>/stat`` fields 14 and 15)."""
-    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def machine_cpu_seconds() -> float:
-    """CPU time the whole machine has been busy, over all cores (``/proc/stat``: all but idle and iowait)."""
-    with open("/proc/stat", encoding="ascii") as f:
-        ticks = [int(x) for x in f.readline().split()[1:9]]  # user nice system idle iowait irq softirq steal
-    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
-
-
-def _children_cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)  # every descendant waited for, e2e's producer too
-    return usage.ru_utime + usage.ru_stime
-
-
-def _run_once(side: Side, bench: Bench) -> dict[str, Any]:
-    """One benchmark run: its JSON result, with the broker's CPU time, the client's and everything else's."""
-    argv = ["perf", *bench.argv, "-b", f"127.0.0.1:{side.port}", "--json", "-q"]
-    if side.command_config:
-        argv += ["--command-config", side.command_config]
-    load = _loadavg()
-    cpu, client, machine, started = (broker_cpu_seconds(side.broker.pid), _children_cpu_seconds(),
-                                     machine_cpu_seconds(), time.monotonic())
-    result: dict[str, Any] = json.loads(_rill(argv).strip().splitlines()[-1])
-    wall = time.monotonic() - started
-    result["broker_cpu_s"] = broker_cpu_seconds(side.broker.pid) - cpu
-    result["client_cpu_s"] = _children_cpu_seconds() - client
-    others = machine_cpu_seconds() - machine - result["broker_cpu_s"] - result["client_cpu_s"]
-    result["other_cores"] = max(0.0, others) / wall  # cores kept busy by other work during the run
-    result["load_before"] = load
-    payload = _payload(result, bench.volume)
-    if payload:
-        result["broker_cpu_us_per_mb"] = result["broker_cpu_s"] * 1e6 / (payload / MB)
-    return result
-
-
-def _payload(result: dict[str, Any], volume: str) -> int:
-    if volume == "produce":
-        return int(result["messages"]) * int(result["message_size"])
-    if volume == "consume":
-        return int(result["payload_bytes"])
-    return 0
-
-
-def _run_rounds(args: argparse.Namespace, comparison: Comparison, benches: list[Bench]) -> None:
-    for k in range(args.rounds):
-        order = (comparison.a, comparison.b) if k % 2 == 0 else (comparison.b, comparison.a)
-        for bench in benches:
-            by_side = comparison.runs.setdefault(bench.name, {comparison.a.label: [], comparison.b.label: []})
-            quiet = wait_until_quiet(args.idle_wait, args.idle_below / 100)
-            for side in order:
-                by_side[side.label].append({**_run_once(side, bench), "waited_for_quiet": quiet})
-            _say(args, f"  {comparison.title.split(' (')[0]}, round {k + 1}, {bench.name}: "
-                 + ", ".join(f"{label} {_figure(runs[-1][bench.metrics[0]], bench.metrics[0])}"
-                             for label, runs in by_side.items()))
-
-
-def wait_until_quiet(limit: float, below: float, window: float = 1.0, windows: int = 3) -> bool:
-    """Wait until the machine was busy less than ``below`` (a share of all cores) for ``windows``
-    windows in a row, at most ``limit`` seconds: True if it was, False if the time ran out."""
-    deadline, quiet = time.monotonic() + limit, 0
-    cores = os.cpu_count() or 1
-    while quiet < windows and time.monotonic() < deadline:
-        busy = machine_cpu_seconds()
-        time.sleep(window)
-        quiet = quiet + 1 if (machine_cpu_seconds() - busy) / (window * cores) < below else 0
-    return quiet >= windows
-
-
-def _figure(value: float, metric: str) -> str:
-    return f"{value:.3f} ms" if metric.endswith("_ms") else f"{value:,.1f}" if value < 10_000 else f"{value:,.0f}"
-
-
-def _loadavg() -> str:
-    with open("/proc/loadavg", encoding="ascii") as f:
-        return " ".join(f.read().split()[:3])
+        rill(["perf", "produce", "-t", LARGE_TOPIC, "--partitions", "1", "--message-size", str(LARGE_MESSAGE),
+               "--batch", "50", "--messages", str(args.large_mb * MB // LARGE_MESSAGE), "-b", f"127.0.0.1:{port}", "--json", "-q"])
 
 
 # ---------------------------------------------------------------- the report
-
-
-def _rows(comparison: Comparison, benches: dict[str, Bench]) -> list[dict[str, Any]]:
-    """Per benchmark and figure: each side's median, the rounds' ratios b/a, their median and range, the
-    broker's CPU per MB, and the cores other work used meanwhile (median) and the pairs that began quiet."""
-    rows = []
-    a, b = comparison.a.label, comparison.b.label
-    for name, by_side in comparison.runs.items():
-        for metric in benches[name].metrics:
-            av = [float(r[metric]) for r in by_side[a]]
-            bv = [float(r[metric]) for r in by_side[b]]
-            ratios = [y / x for x, y in zip(av, bv)]
-            row: dict[str, Any] = {"benchmark": name, "metric": metric, a: statistics.median(av),
-                                   b: statistics.median(bv), "ratio": statistics.median(ratios),
-                                   "ratio_min": min(ratios), "ratio_max": max(ratios), f"{a}_runs": av,
-                                   f"{b}_runs": bv, "command": by_side[b][0]["command"]}
-            cpu = {label: [float(r["broker_cpu_us_per_mb"]) for r in by_side[label] if "broker_cpu_us_per_mb" in r]
-                   for label in (a, b)}
-            if all(cpu.values()):
-                row["broker_cpu_us_per_mb"] = {label: statistics.median(v) for label, v in cpu.items()}
-                row["broker_cpu_us_per_mb_runs"] = cpu
-            runs = by_side[a] + by_side[b]
-            row["other_cores"] = statistics.median(float(r["other_cores"]) for r in runs)
-            row["other_cores_runs"] = {label: [round(float(r["other_cores"]), 3) for r in by_side[label]]
-                                       for label in (a, b)}
-            row["quiet_pairs"] = sum(bool(r["waited_for_quiet"]) for r in runs) // 2
-            rows.append(row)
-    return rows
 
 
 def _report(args: argparse.Namespace, comparisons: list[Comparison], extra: dict[str, Any]) -> None:
@@ -404,23 +228,10 @@ def _report(args: argparse.Namespace, comparisons: list[Comparison], extra: dict
     lines = [f"rill perf security: {args.rounds} round(s) per side, sides alternating (A B, B A, ...); "
              f"load average {extra['load_before']} before, {extra['load_after']} after"]
     for comparison in comparisons:
-        a, b = comparison.a.label, comparison.b.label
-        rows = _rows(comparison, benches)
-        result["comparisons"].append({"title": comparison.title, "a": a, "b": b, "rows": rows})
-        lines.append(f"  {comparison.title}: ratios {b} / {a}, median of rounds [range]")
-        for row in rows:
-            cpu = row.get("broker_cpu_us_per_mb")
-            metric = row["metric"]
-            lines.append(f"    {row['benchmark']:18} {metric:14} {a} {_figure(row[a], metric):>12}  {b} "
-                         f"{_figure(row[b], metric):>12}  ratio {row['ratio']:.3f} [{row['ratio_min']:.3f}-"
-                         f"{row['ratio_max']:.3f}]" + (f"  broker CPU/MB {cpu[a]:,.0f} -> {cpu[b]:,.0f} us"
-                                                       if cpu else "")
-                         + f"  other work {row['other_cores']:.2f} cores, {row['quiet_pairs']} quiet start(s)")
+        rows = comparison_rows(comparison, benches)
+        result["comparisons"].append({"title": comparison.title, "a": comparison.a.label, "b": comparison.b.label,
+                                      "rows": rows})
+        lines += comparison_lines(comparison, rows)
     if "tls" in extra:
         lines.append(f"  TLS session: {extra['tls']}")
     report(args, result, lines)
-
-
-def _say(args: argparse.Namespace, text: str) -> None:
-    if not args.quiet:
-        info(text)
