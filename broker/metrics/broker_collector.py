@@ -14,6 +14,7 @@ partitions, listeners, quota kinds. No connection, client or member is ever a la
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -25,6 +26,7 @@ from rill.broker.dataplane.server import BrokerServer
 from rill.broker.log.fsync_stats import FSYNC_SECONDS
 from rill.broker.log.log import Log
 from rill.broker.log.manager import LogManager
+from rill.broker.metrics.exposition import RowFamily
 from rill.client.bucket_histogram import histogram_family
 from rill.broker.metrics.request_metrics import PHASES, RequestMetrics
 from rill.broker.replication.replica import Role
@@ -33,6 +35,8 @@ from rill.broker.replication.replica_manager import ReplicaManager
 from rill.coordinator.grpc_call_metrics import GrpcCallMetrics
 
 __all__ = ["BrokerCollector"]
+
+YIELD_EVERY = 100  # partitions read between two GIL hand-overs to the event loop (about 0.5 ms of work)
 
 _PHASE_HELP = {
     "queue": "From the read that completed a request's frame to its handler starting",
@@ -112,19 +116,20 @@ class BrokerCollector(Collector):
 
     def _partitions(self) -> Iterator[Metric]:
         labels = ["topic", "partition"]
-        end = GaugeMetricFamily("rill_log_end_offset_bytes", "Offset (a byte position) after a partition's last "
-                                "message", labels=labels)
-        start = GaugeMetricFamily("rill_log_start_offset_bytes", "Offset of a partition's first message kept",
-                                  labels=labels)
-        size = GaugeMetricFamily("rill_log_size_bytes", "Bytes of a partition's segments on disk", labels=labels)
+        end = RowFamily("rill_log_end_offset_bytes", "Offset (a byte position) after a partition's last message",
+                        labels)
+        start = RowFamily("rill_log_start_offset_bytes", "Offset of a partition's first message kept", labels)
+        size = RowFamily("rill_log_size_bytes", "Bytes of a partition's segments on disk", labels)
         unflushed = 0
         offline = 0
-        for log in self._all_logs():
-            key = [log.topic, str(log.partition)]
+        for n, log in enumerate(self._all_logs(), 1):
+            if n % YIELD_EVERY == 0:
+                time.sleep(0)  # the GIL to the event loop now and then (exposition.py)
+            key = (log.topic, str(log.partition))
             log_end = log.end_offset
-            end.add_metric(key, log_end)
-            start.add_metric(key, log.start_offset)
-            size.add_metric(key, log.size_bytes)
+            end.add(key, log_end)
+            start.add(key, log.start_offset)
+            size.add(key, log.size_bytes)
             unflushed += max(0, log_end - log.flushed_offset)
             offline += log.failed is not None
         yield from (end, start, size)
@@ -180,23 +185,23 @@ class BrokerCollector(Collector):
 
     def _replication(self) -> Iterator[Metric]:
         labels = ["topic", "partition"]
-        isr = GaugeMetricFamily("rill_partition_isr_size", "In-sync replicas of a partition led here",
-                                labels=labels)
-        assigned = GaugeMetricFamily("rill_partition_replicas", "Assigned replicas of a partition led here",
-                                     labels=labels)
-        hw = GaugeMetricFamily("rill_partition_high_watermark_bytes", "End of committed data of a replicated "
-                               "partition held here", labels=labels)
+        isr = RowFamily("rill_partition_isr_size", "In-sync replicas of a partition led here", labels)
+        assigned = RowFamily("rill_partition_replicas", "Assigned replicas of a partition led here", labels)
+        hw = RowFamily("rill_partition_high_watermark_bytes", "End of committed data of a replicated partition "
+                       "held here", labels)
         leaders = under = under_min = 0
-        for replica in list(self.replicas.replicas.values()):
-            key = [replica.topic, str(replica.partition)]
-            hw.add_metric(key, replica.high_watermark)
+        for n, replica in enumerate(list(self.replicas.replicas.values()), 1):
+            if n % YIELD_EVERY == 0:
+                time.sleep(0)
+            key = (replica.topic, str(replica.partition))
+            hw.add(key, replica.high_watermark)
             state = replica.leader_state
             if replica.role is not Role.LEADER or state is None:
                 continue
             leaders += 1
             in_sync = len(state.isr)
-            isr.add_metric(key, in_sync)
-            assigned.add_metric(key, len(state.replicas))
+            isr.add(key, in_sync)
+            assigned.add(key, len(state.replicas))
             under += in_sync < len(state.replicas)
             under_min += in_sync < self.replicas.min_insync_for(replica)
         yield from (isr, assigned, hw)
@@ -207,11 +212,11 @@ class BrokerCollector(Collector):
                                 "than min.insync.replicas (acks=all produces are refused)", value=under_min)
         yield CounterMetricFamily("rill_leadership_changes", "Times a replica held here became its partition's "
                                   "leader", value=self.replicas.leaderships_taken)
-        lag = GaugeMetricFamily("rill_replica_lag_bytes", "How far a follower here is behind its leader's high "
-                                "watermark, at its last fetch", labels=labels)
+        lag = RowFamily("rill_replica_lag_bytes", "How far a follower here is behind its leader's high watermark, "
+                        "at its last fetch", labels)
         worst = 0
         for status in self.fetchers.describe():
-            lag.add_metric([status.topic, str(status.partition)], status.lag_bytes)
+            lag.add((status.topic, str(status.partition)), status.lag_bytes)
             worst = max(worst, status.lag_bytes)
         yield lag
         yield GaugeMetricFamily("rill_replica_max_lag_bytes", "The largest replica_lag_bytes here", value=worst)

@@ -23,6 +23,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from rill.broker.cluster.log_catalog import LogCatalog
+from rill.broker.metrics.exposition import RowFamily
 from rill.coordinator.describe import GroupDescription, group_partitions
 from rill.coordinator.group_coordinator import GroupCoordinator
 from rill.coordinator.state import GroupState
@@ -65,29 +66,30 @@ class GroupCollector(Collector):
 
     def _lag(self, groups: list[GroupDescription]) -> Iterator[Metric]:
         labels = ["group", "topic", "partition"]
-        committed = GaugeMetricFamily("rill_group_committed_offset_bytes", "A group's committed offset (a byte "
-                                      "position; -1: none committed)", labels=labels)
-        lag_bytes = GaugeMetricFamily("rill_group_lag_bytes", "Bytes between a group's committed offset and the "
-                                      "log end", labels=labels)
-        lag_seconds = GaugeMetricFamily("rill_group_lag_seconds", "How long ago the message at a group's "
-                                        "committed offset was appended (0 at the log end)", labels=labels)
+        committed = RowFamily("rill_group_committed_offset_bytes", "A group's committed offset (a byte position; "
+                              "-1: none committed)", labels)
+        lag_bytes = RowFamily("rill_group_lag_bytes", "Bytes between a group's committed offset and the log end",
+                              labels)
+        lag_seconds = RowFamily("rill_group_lag_seconds", "How long ago the message at a group's committed offset "
+                                "was appended (0 at the log end)", labels)
         counts = self.catalog.topics()
         unknown = 0
         now = time.time()
         for group in groups:
             name = group.group
             rows = [(tp.topic, tp.partition, group.offsets.get(tp, -1)) for tp in group_partitions(group, counts)]
+            time.sleep(0)  # the GIL to the event loop between groups (exposition.py)
             points = self.catalog.lag_points({(t, p): offset for t, p, offset in rows})
             for topic, partition, offset in rows:
-                key = [name, topic, str(partition)]
-                committed.add_metric(key, offset)
+                key = (name, topic, str(partition))
+                committed.add(key, offset)
                 point = points.get((topic, partition))
                 if point is None:
                     unknown += 1
                     continue
                 position, end, appended = point
-                lag_bytes.add_metric(key, max(0, end - position))
-                lag_seconds.add_metric(key, max(0.0, now - appended / 1000) if appended is not None else 0.0)
+                lag_bytes.add(key, max(0, end - position))
+                lag_seconds.add(key, max(0.0, now - appended / 1000) if appended is not None else 0.0)
         yield from (committed, lag_bytes, lag_seconds)
         yield GaugeMetricFamily("rill_group_lag_unknown_partitions", "Group partitions whose lag this scrape could "
                                 "not read (their broker did not answer)", value=unknown)

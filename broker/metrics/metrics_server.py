@@ -1,7 +1,7 @@
 """The broker's ``/metrics`` endpoint: one Prometheus registry per broker, served over HTTP.
 
-``prometheus_client.start_http_server`` runs a threading HTTP server on a daemon thread
-(gzip when the scraper asks for it). The registry holds the broker's collectors
+rill.broker.metrics.exposition serves it (its own text writer: prometheus-client's formats
+too slowly for tens of thousands of series; gzip when the scraper asks). The registry holds the broker's collectors
 (broker_collector, group_collector) and prometheus-client's process collector
 (``process_open_fds``, ``process_resident_memory_bytes``, CPU seconds ...), so each broker
 in one test process has metrics of its own.
@@ -10,10 +10,11 @@ in one test process has metrics of its own.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
-from prometheus_client import CollectorRegistry, ProcessCollector, start_http_server
+from prometheus_client import CollectorRegistry, ProcessCollector
 from prometheus_client.registry import Collector
+
+from rill.broker.metrics.exposition import MetricsHttpServer
 
 __all__ = ["MetricsServer"]
 
@@ -26,14 +27,12 @@ class MetricsServer:
         for collector in collectors:
             self.registry.register(collector)
         ProcessCollector(registry=self.registry)
-        self._server: Any
-        self._server, self._thread = start_http_server(port, addr=host or "0.0.0.0", registry=self.registry)
+        self._server: MetricsHttpServer | None = MetricsHttpServer(host or "0.0.0.0", port, self.registry)
         self.host = host
-        self.port = int(self._server.server_port)
+        self.port = self._server.port
 
     def close(self) -> None:
         """Stop serving (idempotent)."""
         server, self._server = self._server, None
         if server is not None:
-            server.shutdown()
-            server.server_close()
+            server.close()

@@ -27,8 +27,19 @@ from rill.client.protocol import requests as rq
 from rill.client.simple import SimpleConsumer, SimpleProducer
 from rill.v1 import admin_pb2 as apb
 from tests.conftest import RawClient
-from tests.prometheus_scrape import broker_exposition, scrape_broker, value
+from tests.prometheus_scrape import Samples, broker_exposition, scrape_broker, value
 from tests.security.grpc_acls import secured_broker
+
+def scrape_when(broker: RunningBroker, name: str, expected: float, **labels: str) -> Samples:
+    """A scrape once ``name`` reaches ``expected``: a response is counted when its last byte is written, just
+    after the client may have read it (bounded: 5 s)."""
+    deadline = time.monotonic() + 5
+    while True:
+        samples = scrape_broker(broker)
+        if value(samples, name, **labels) == expected or time.monotonic() > deadline:
+            return samples
+        time.sleep(0.02)
+
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[RunningBroker]:
@@ -45,7 +56,7 @@ def test_counters_equal_what_was_produced_and_fetched(broker: RunningBroker) -> 
     with SimpleConsumer(broker.host, broker.port) as client:
         ends = [client.latest_offset("metered", p) for p in (0, 1)]
         fetched = sum(client.fetch("metered", p, 0, 1 << 20)[-1].next_offset for p in (0, 1))
-    samples = scrape_broker(broker)
+    samples = scrape_when(broker, "rill_requests_total", 2, type="FETCH_WAIT", error="NONE")
     assert value(samples, "rill_topic_messages_in_total", topic="metered") == 300
     assert value(samples, "rill_topic_bytes_in_total", topic="metered") == sum(ends)
     for p, end in enumerate(ends):
@@ -77,7 +88,7 @@ def test_error_codes_are_counted_by_name(broker: RunningBroker) -> None:
         raw.close()
     assert int.from_bytes(good[:2], "big") == 0
     assert int.from_bytes(bad[:2], "big") == ErrorCode.OFFSET_OUT_OF_RANGE
-    samples = scrape_broker(broker)
+    samples = scrape_when(broker, "rill_requests_total", 1, type="FETCH", error="OFFSET_OUT_OF_RANGE")
     assert value(samples, "rill_requests_total", type="FETCH", error="OFFSET_OUT_OF_RANGE") == 1
     assert value(samples, "rill_requests_total", type="FETCH", error="NONE") == 1
 
@@ -96,7 +107,7 @@ def test_long_polls_are_timed_as_remote(broker: RunningBroker) -> None:
         waited = time.monotonic() - started
         produce_later.join()
     assert results and 0.5 < waited < 5
-    samples = scrape_broker(broker)
+    samples = scrape_when(broker, "rill_request_remote_seconds_count", 1, type="FETCH_WAIT")
     remote = value(samples, "rill_request_remote_seconds_sum", type="FETCH_WAIT")
     local = value(samples, "rill_request_local_seconds_sum", type="FETCH_WAIT")
     assert remote > 0.1 > local
