@@ -16,7 +16,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from rill.client.cli.bootstrap import add_admin_arguments
-from rill.client.cli.common import EXIT_USAGE, CliError, info, non_negative_int, positive_float
+from rill.client.cli.common import EXIT_INTERRUPTED, EXIT_USAGE, CliError, info, non_negative_int, positive_float
 from rill.client.errors import RillError
 
 if TYPE_CHECKING:
@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from exc
     info(f"rill console: serving {server.url} for the cluster at {bootstrap} (Ctrl-C stops)")
     server.run()
-    return 0
+    return EXIT_INTERRUPTED if server.interrupted else 0  # 130 for Ctrl-C, as every rill command
 
 
 def bootstrap_text(args: argparse.Namespace) -> str:

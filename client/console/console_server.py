@@ -52,6 +52,7 @@ class ConsoleServer:
         self.server = uvicorn.Server(uvicorn.Config(app, log_config=None, log_level="warning", access_log=False,
                                                     lifespan="on", timeout_graceful_shutdown=5))
         self._thread: threading.Thread | None = None
+        self._stopping = False
 
     @property
     def url(self) -> str:
@@ -76,8 +77,16 @@ class ConsoleServer:
                 raise TimeoutError(f"the console did not start serving {self.url} within {timeout} s")
             time.sleep(0.02)
 
+    @property
+    def interrupted(self) -> bool:
+        """Whether a signal (Ctrl-C, SIGTERM) ended :meth:`run`, rather than :meth:`stop`. uvicorn re-raises
+        the signal once it has shut down, but under asyncio's own SIGINT handler that KeyboardInterrupt
+        does not always reach the caller: this says it all the same."""
+        return bool(self.server.should_exit) and not self._stopping
+
     def stop(self, timeout: float = 15.0) -> None:
         """Stop serving (and the sampler, through the application's shutdown) and wait for the thread."""
+        self._stopping = True
         self.server.should_exit = True
         if self._thread is not None:
             self._thread.join(timeout)
