@@ -98,18 +98,31 @@ def run_reassignment(args: argparse.Namespace) -> int:
 
 
 def fill(args: argparse.Namespace, cluster: SpawnedCluster) -> None:
-    """``--bytes`` of messages, acks=all, to the leader; then every replica in sync."""
-    leader = cluster.brokers[cluster.leaders(TOPIC)[0]]
+    """``--bytes`` of messages, acks=all, to the leader; then every replica in sync.
+
+    A retriable refusal (the leader named by ZooKeeper has not applied its LeaderAndIsr yet: UnknownTopic,
+    NotLeaderForPartition) is sent again to the leader named then, as a producer does, for up to 30 s
+    without a success.
+    """
     pool = payloads(args.fill_message_size, 16)
     sent, last_said = 0, time.monotonic()
-    with SimpleProducer("127.0.0.1", leader.port, acks=rq.Acks.ALL, timeout=60) as producer:
-        while sent < args.bytes:
-            batch = [pool[(sent // args.fill_message_size + i) % len(pool)] for i in range(FILL_BATCH)]
-            producer.send(TOPIC, batch, 0)
-            sent += sum(len(m) for m in batch)
-            if time.monotonic() - last_said > 5:
-                say(args, f"  filling: {sent / MB:,.0f} of {args.bytes / MB:,.0f} MB")
-                last_said = time.monotonic()
+    last_sent = time.monotonic()
+    while sent < args.bytes:
+        leader = cluster.brokers[cluster.leaders(TOPIC)[0]]
+        try:
+            with SimpleProducer("127.0.0.1", leader.port, acks=rq.Acks.ALL, timeout=60) as producer:
+                while sent < args.bytes:
+                    batch = [pool[(sent // args.fill_message_size + i) % len(pool)] for i in range(FILL_BATCH)]
+                    producer.send(TOPIC, batch, 0)
+                    sent += sum(len(m) for m in batch)
+                    last_sent = time.monotonic()
+                    if last_sent - last_said > 5:
+                        say(args, f"  filling: {sent / MB:,.0f} of {args.bytes / MB:,.0f} MB")
+                        last_said = time.monotonic()
+        except BrokerError as exc:
+            if not exc.retriable or time.monotonic() - last_sent > 30:
+                raise
+            time.sleep(0.1)
     cluster.wait_in_sync(TOPIC, timeout=600)
 
 
