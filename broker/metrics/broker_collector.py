@@ -4,8 +4,10 @@ the flusher, quotas, replication and the controller.
 Everything is read from live state on the HTTP server's thread: plain counters written by
 the event loop (request_metrics), the log manager's copy-on-write maps and the logs'
 published offsets, snapshots (``list(...)``) of dictionaries other threads change. No
-lock of the request path is taken, so a scrape never stalls the event loop; a scrape of
-10,000 partitions reads each log's offsets and segment sizes once (docs/benchmarks.md).
+lock of the request path is taken, and the GIL is handed to the event loop every
+:data:`YIELD_EVERY` partitions (as the exposition writer does every 200 lines), so a
+scrape slows the loop but never stalls it; a scrape of 10,000 partitions reads each log's
+offsets and segment sizes once (docs/benchmarks.md, section 18).
 
 Label values are bounded by what the broker holds: request types, error codes, topics,
 partitions, listeners, quota kinds. No connection, client or member is ever a label.
