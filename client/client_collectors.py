@@ -41,6 +41,7 @@ Importing :mod:`rill.client` does not import this module or prometheus_client.
 from __future__ import annotations
 
 import threading
+from abc import abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -124,14 +125,17 @@ class _ClientCollector(Collector, Generic[ClientT]):
             self._fill(families, client)
         return list(families.values())
 
+    @abstractmethod
     def _key(self, client: ClientT) -> tuple[str, ...]:
-        raise NotImplementedError
+        """The label values that identify ``client`` (two clients with the same are refused)."""
 
+    @abstractmethod
     def _families(self) -> Families:
-        raise NotImplementedError
+        """The collector's metric families, empty (by name)."""
 
+    @abstractmethod
     def _fill(self, families: Families, client: ClientT) -> None:
-        raise NotImplementedError
+        """Add ``client``'s samples to ``families``."""
 
 
 Kind = Callable[..., Metric]  # CounterMetricFamily, GaugeMetricFamily or HistogramMetricFamily
