@@ -147,9 +147,14 @@ def zk_ensemble(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ZkEn
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
-    """On a failing test that used ZooKeeper, attach each node's log (path and tail) to the report."""
+    """On a failing test, attach each ZooKeeper node's log (path and tail) to the report, and what any
+    fixture value with a ``failure_sections()`` offers (a broker cluster: each broker's state and log tail)."""
     outcome = yield
     report = outcome.get_result()
     if report.failed:
         for node in item.stash.get(ZK_NODES, []):
             report.sections.append((f"ZooKeeper log {node.log_path}", node.log_tail()))
+        for value in getattr(item, "funcargs", {}).values():
+            sections = getattr(value, "failure_sections", None)
+            if callable(sections):
+                report.sections.extend(sections())

@@ -70,6 +70,19 @@ class BrokerProcess:
                 continue
         return out
 
+    def log_tail(self, chars: int = 6000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-chars:]
+        except OSError:
+            return "(no log)"
+
+    def status(self) -> str:
+        """``running (pid N)``, ``exited N (pid N)`` or ``not started``: for failure reports."""
+        if self.proc is None:
+            return "not started"
+        code = self.proc.poll()
+        return f"running (pid {self.proc.pid})" if code is None else f"exited {code} (pid {self.proc.pid})"
+
     def rss_mb(self) -> float:
         """The broker's resident memory (VmRSS), in MiB."""
         assert self.proc is not None

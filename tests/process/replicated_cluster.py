@@ -147,6 +147,10 @@ class Cluster:
                 except Exception:
                     proc.kill9()
 
+    def failure_sections(self) -> list[tuple[str, str]]:
+        """Each broker's state and log tail, attached to a failing test's report (tests/conftest.py)."""
+        return [(f"broker {b} {p.status()}: log {p.log_path}", p.log_tail()) for b, p in self.procs.items()]
+
     # -- ZooKeeper --------------------------------------------------------------------------------
 
     def state(self, partition: int, topic: str = TOPIC) -> PartitionState:
