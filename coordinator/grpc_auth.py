@@ -24,13 +24,17 @@ fails it with PERMISSION_DENIED, the message saying what was refused (``User:ali
 not Delete Group:g1``) and the ``rill-error`` trailer naming the rill error code
 (``GROUP_AUTHORIZATION_FAILED``); a listing's response is trimmed to what the caller
 may describe. Without ``authorize`` nothing is checked, at no cost. The health and
-reflection services are not intercepted.
+reflection services are not intercepted. A password check (a PBKDF2 unless the same
+credentials succeeded a moment ago) runs on the sync server's worker thread; grpc.aio's
+interceptor awaits it from ``submit_check``'s threads, never on its event loop.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import hmac
+from concurrent.futures import Future
 from dataclasses import dataclass
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -95,30 +99,62 @@ class CallAuthenticator:
     """Turns a call's metadata and TLS context into its principal.
 
     ``check_password(user, password)`` says whether they are right (None: the broker has no
-    user store, so every credential is refused). ``broker_token()`` is the token brokers show
-    each other, read at every call (a cluster's arrives from ZooKeeper after the server
-    started; None, or a function returning None: no call is the brokers').
+    user store, so every credential is refused); ``submit_check`` does the same on threads
+    of its own (a done future when it costs nothing), for :meth:`principal_async`.
+    ``broker_token()`` is the token brokers show each other, read at every call (a
+    cluster's arrives from ZooKeeper after the server started; None, or a function
+    returning None: no call is the brokers').
     """
 
     def __init__(self, check_password: Callable[[str, str], bool] | None,
-                 broker_token: Callable[[], str | None] | None = None) -> None:
+                 broker_token: Callable[[], str | None] | None = None,
+                 submit_check: Callable[[str, str], Future[bool]] | None = None) -> None:
         self.check_password = check_password
         self.broker_token = broker_token
+        self.submit_check = submit_check
 
     def principal(self, metadata: Sequence[tuple[str, Any]] | None, auth_context: Mapping[str, Any] | None) -> str:
         """Raises Unauthenticated for credentials that are malformed or wrong."""
+        found = self._identify(metadata, auth_context)
+        if isinstance(found, str):
+            return found
+        user, password = found
+        return _checked(user, self.check_password is not None and self.check_password(user, password))
+
+    async def principal_async(self, metadata: Sequence[tuple[str, Any]] | None,
+                              auth_context: Mapping[str, Any] | None) -> str:
+        """:meth:`principal`, its password check awaited from ``submit_check`` (off the event loop)."""
+        found = self._identify(metadata, auth_context)
+        if isinstance(found, str):
+            return found
+        user, password = found
+        if self.check_password is None:
+            return _checked(user, False)
+        if self.submit_check is None:
+            return _checked(user, self.check_password(user, password))
+        check = self.submit_check(user, password)
+        if not check.done():
+            try:
+                await asyncio.wrap_future(check)
+            except asyncio.CancelledError:
+                if not check.cancelled():
+                    raise  # the call itself was cancelled
+        if check.cancelled():  # queued when the broker began to stop
+            raise Unauthenticated("the broker is stopping")
+        return _checked(user, check.result())
+
+    def _identify(self, metadata: Sequence[tuple[str, Any]] | None,
+                  auth_context: Mapping[str, Any] | None) -> str | tuple[str, str]:
+        """The principal, or the (user, password) still to check; raises Unauthenticated."""
         value = next((v for k, v in metadata or () if k == AUTHORIZATION), None)
         if value is not None:
             text = str(value)
             if text.startswith(BEARER):
                 return self._broker(text[len(BEARER):])
             try:
-                user, password = decode_basic(text)
+                return decode_basic(text)
             except ValueError as exc:
                 raise Unauthenticated(f"malformed credentials: {exc}") from None
-            if self.check_password is None or not self.check_password(user, password):
-                raise Unauthenticated("authentication failed: invalid user name or password")
-            return principals.user(user)
         names = (auth_context or {}).get("x509_common_name") or []
         if names:
             name = names[0]
@@ -131,6 +167,12 @@ class CallAuthenticator:
         if not expected or not hmac.compare_digest(token.strip().encode(), expected.encode()):
             raise Unauthenticated("authentication failed: invalid broker token")
         return principals.BROKER
+
+
+def _checked(user: str, right: bool) -> str:
+    if not right:
+        raise Unauthenticated("authentication failed: invalid user name or password")
+    return principals.user(user)
 
 
 def _rill_method(method: str) -> bool:
@@ -181,7 +223,7 @@ class AuthInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
 
 class AioAuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     """The grpc.aio server's: the same, in the call's task (its context reaches the worker threads).
-    The checks run on the event loop: the authorizer answers from memory."""
+    The checks run on the event loop (the authorizer answers from memory), but for a password's."""
 
     def __init__(self, security: ServerSecurity) -> None:
         self.authenticator = security.authenticator
@@ -202,7 +244,7 @@ class AioAuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         async def wrapper(request: Any, context: Any) -> Any:
             host = peer_host(context.peer())
             try:
-                who = authenticator.principal(context.invocation_metadata(), context.auth_context())
+                who = await authenticator.principal_async(context.invocation_metadata(), context.auth_context())
             except Unauthenticated as exc:
                 audit.warning("audit.authentication_failed", peer=host, rpc=method, reason=str(exc))
                 await context.abort(grpc.StatusCode.UNAUTHENTICATED, str(exc))

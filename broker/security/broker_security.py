@@ -24,6 +24,7 @@ import grpc
 import structlog
 
 from rill.broker.dataplane.listener_socket import Listener, ListenerSpec
+from rill.broker.security.password_checks import PasswordChecks
 from rill.broker.security.listeners import Endpoint, SecurityProtocol, advertised_endpoints, parse_listeners
 from rill.broker.security.sasl_authenticator import SaslAuthenticator
 from rill.broker.security.tls_contexts import server_context
@@ -99,7 +100,8 @@ class BrokerSecurity:
         self.authorizer: Authorizer | None = None
         """The ACLs' authorizer with ``authorizer.enable`` (None: every request is allowed, as without Kafka's)."""
         self._mock_secret = b""
-        self.passwords = PasswordCache()  # PLAIN's checks, shared by the data plane's connections and gRPC calls
+        self.passwords = PasswordChecks(lambda user: self._lookup(user, "SCRAM-SHA-256"), PasswordCache())
+        """PLAIN's checks, shared by the data plane's connections and gRPC calls (off the event loops)."""
         self.broker_token = secrets.token_hex(32)
         """What brokers show each other on gRPC (principal.BROKER): one per cluster, in ZooKeeper."""
 
@@ -162,7 +164,8 @@ class BrokerSecurity:
                                   "(keep it on a private address with host.name)")
         # the token is read at each call: a cluster's replaces this broker's own once ZooKeeper is joined,
         # after the server started; authorize only with authorizer.enable (otherwise no check, no cost)
-        security = ServerSecurity(CallAuthenticator(self.check_password, broker_token=lambda: self.broker_token),
+        security = ServerSecurity(CallAuthenticator(self.check_password, broker_token=lambda: self.broker_token,
+                                                    submit_check=self.passwords.submit),
                                   authorize=self.authorize if self.config["authorizer.enable"] else None)
         if port >= 0:
             certfile, keyfile, cafile = self.config["ssl.certfile"], self.config["ssl.keyfile"], self.config["ssl.cafile"]
@@ -180,8 +183,9 @@ class BrokerSecurity:
         return security
 
     def check_password(self, user: str, password: str) -> bool:
-        """Whether ``password`` is ``user``'s (its SCRAM-SHA-256 credential), for gRPC calls' credentials."""
-        return self.passwords.verify(user, password, self._lookup(user, "SCRAM-SHA-256"))
+        """Whether ``password`` is ``user``'s (its SCRAM-SHA-256 credential), for gRPC calls' credentials
+        (on the calling thread: the sync server's worker)."""
+        return self.passwords.check(user, password)
 
     def inter_broker_client(self) -> ClientSecurity | None:
         """How this broker's replica fetchers connect to leaders (None: plaintext, as ANONYMOUS; a single
@@ -258,6 +262,7 @@ class BrokerSecurity:
         return authorizer is not None and authorizer.authorize(principal, host, operation, resource_type, name)
 
     def close(self) -> None:
+        self.passwords.close()
         self.partition_cap.close()
         if self.configs is not None:
             self.configs.close()

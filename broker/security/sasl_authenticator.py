@@ -17,10 +17,11 @@ request out of order (anything before authentication, a second handshake) is ans
 IllegalSaslState and the connection closed. A SASL request on a connection that needs
 none is refused the same way (:func:`refuse_out_of_order`).
 
-Runs on the event-loop thread. SCRAM costs the broker two HMACs; PLAIN costs a PBKDF2
-of the credential's iterations (a few milliseconds) the first time a user's password is
-seen (rill.client.security.plain's PasswordCache keeps successes for a while), so prefer
-SCRAM.
+Runs on the event-loop thread. SCRAM costs the broker two HMACs. PLAIN costs a PBKDF2 of
+the credential's iterations (a few milliseconds) unless the same password succeeded a
+moment ago: that runs on rill.broker.security.password_checks' threads while the
+connection holds its SASL_AUTHENTICATE (a :class:`Deferred`, as a topic being created),
+so a client trying passwords never stalls the loop. SCRAM is still the cheaper choice.
 """
 
 from __future__ import annotations
@@ -30,12 +31,13 @@ from typing import Any
 
 import structlog
 
-from rill.broker.dataplane.server_connection import Connection, Slot
+from rill.broker.dataplane.server_connection import Connection, Deferred, Slot
+from rill.broker.security.password_checks import PasswordChecks
 from rill.client.errors import ErrorCode
 from rill.client.protocol import requests as rq
 from rill.client.protocol import sasl_requests as sasl
 from rill.client.security import principal
-from rill.client.security.plain import PasswordCache, parse_plain
+from rill.client.security.plain import parse_plain
 from rill.client.security.scram import MECHANISMS as SCRAM_MECHANISMS
 from rill.client.security.scram import ScramError, ScramServer
 
@@ -45,6 +47,7 @@ log = structlog.get_logger(__name__)
 audit = structlog.get_logger("rill.audit")
 
 CredentialLookup = Callable[[str, str], Any]  # (user, mechanism) -> its ScramCredential, or None
+PLAIN_CHECK = "sasl-plain-check"  # the key of a PLAIN check's deferral
 
 
 def refuse_out_of_order(conn: Connection, kind: int, reason: str) -> Slot:
@@ -58,11 +61,11 @@ class SaslAuthenticator:
     """One connection's SASL exchange (see the module docstring)."""
 
     def __init__(self, mechanisms: Sequence[str], lookup: CredentialLookup, mock_secret: bytes,
-                 passwords: PasswordCache | None = None) -> None:
+                 passwords: PasswordChecks) -> None:
         self.mechanisms = list(mechanisms)
         self._lookup = lookup
         self._mock_secret = mock_secret
-        self._passwords = passwords or PasswordCache()
+        self._passwords = passwords
         self.mechanism: str | None = None
         self._scram: ScramServer | None = None
 
@@ -102,10 +105,18 @@ class SaslAuthenticator:
             user, password = parse_plain(token)
         except ValueError as exc:
             return self._failed(conn, "", f"malformed PLAIN message: {exc}")
-        credential = self._lookup(user, "SCRAM-SHA-256")  # PLAIN's password is the SCRAM-SHA-256 one
-        # (an unknown user costs a check against a fake credential too: it answers no faster)
-        if not self._passwords.verify(user, password, credential):
-            return self._failed(conn, user, "unknown user" if credential is None else "wrong password")
+        # PLAIN's password is the SCRAM-SHA-256 one; an unknown user costs a check against a fake
+        # credential too (it answers no faster)
+        check = next((d.future for d in conn.deferrals if d.key == PLAIN_CHECK), None)
+        if check is None:
+            check = self._passwords.submit(user, password)
+            if not check.done():
+                raise Deferred(check, PLAIN_CHECK)  # handled again once checked, nothing changed before
+        if check.cancelled():
+            return self._failed(conn, user, "the broker is stopping")
+        if not check.result():
+            unknown = self._lookup(user, "SCRAM-SHA-256") is None
+            return self._failed(conn, user, "unknown user" if unknown else "wrong password")
         self._succeeded(conn, user)
         return Slot([sasl.encode_sasl_authenticate_response(0)])
 

@@ -118,25 +118,32 @@ class PasswordCache:
     def _digest(self, username: str, password: str) -> bytes:
         return hmac.new(self._key, f"{username}\0{password}".encode("utf-8"), hashlib.sha256).digest()
 
+    def remembered(self, username: str, password: str, credential: ScramCredential | None) -> bool:
+        """Whether this name and password succeeded against ``credential`` within ``ttl_s`` (no PBKDF2;
+        a stale entry is dropped)."""
+        key = (username, self._digest(username, password))
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None and entry[0] > self._clock() and credential is not None and entry[1] == credential:
+                self._entries.move_to_end(key)
+                return True
+            if entry is not None:
+                del self._entries[key]
+        return False
+
     def verify(self, username: str, password: str, credential: ScramCredential | None) -> bool:
         """Whether ``password`` is the one ``credential`` was made from (None: an unknown user, False).
 
         A cached success for the same name, password and credential answers at once;
         otherwise PBKDF2 runs (against a throwaway credential for an unknown user, to take as long).
         """
-        key = (username, self._digest(username, password))
-        now = self._clock()
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is not None and entry[0] > now and credential is not None and entry[1] == credential:
-                self._entries.move_to_end(key)
-                return True
-            if entry is not None:
-                del self._entries[key]
+        if self.remembered(username, password, credential):
+            return True
         if not _verify(password, credential) or credential is None:
             return False
+        key = (username, self._digest(username, password))
         with self._lock:
-            self._entries[key] = (now + self.ttl_s, credential)
+            self._entries[key] = (self._clock() + self.ttl_s, credential)
             self._entries.move_to_end(key)
             while len(self._entries) > self.max_entries:
                 self._entries.popitem(last=False)
