@@ -141,7 +141,15 @@ class RequestHandlers:
             replica = self.replicas.leader(req.topic, partition) if self.replicas is not None else None
             if replica is not None and acks == rq.Acks.ALL:
                 self._require_in_sync(replica)
-            partition_log = self.logs.get(req.topic, partition)
+            try:
+                partition_log = self.logs.get(req.topic, partition)
+            except UnknownTopic:
+                if replica is None and self.replicas is not None and self.replicas.holds_topic(req.topic):
+                    # stale metadata (or a leader not told yet): Kafka's NOT_LEADER, which sends the client
+                    # to the metadata, rather than an unknown topic
+                    raise NotLeaderForPartition(f"broker {self.replicas.broker_id} holds no replica of "
+                                                f"{req.topic}-{partition}") from None
+                raise
             info = partition_log.append(req.messages)
         except BrokerError as exc:
             log.info("produce.refused", topic=req.topic, partition=partition, error=exc.code.name, reason=str(exc))

@@ -204,3 +204,16 @@ def test_produce_racing_a_replicated_topics_creation_never_makes_a_07_topic(tmp_
             producer.send(TOPIC, [b"early"], 0)
         assert refused.value.retriable
         assert TOPIC not in b.broker.logs.topics()
+
+
+def test_a_produce_to_a_broker_without_the_partitions_replica_is_answered_not_leader(
+        cluster: dict[int, RunningBroker], zk: KazooClient) -> None:
+    """A client whose metadata is stale produces to a broker that holds no replica of the partition: it is
+    told NotLeaderForPartition (refresh metadata, go to the leader), as Kafka answers, not UnknownTopic."""
+    create_topic(zk, "on-one", 1, 1, None, [1])
+    other = cluster[2]
+    wait_for(lambda: "on-one" in other.broker.replicas.partition_leaders, "broker 2 told of the topic's leader")
+    with SimpleProducer(other.host, other.port) as producer, pytest.raises(NotLeaderForPartition):
+        producer.send("on-one", [b"misdirected"], 0)
+    with SimpleProducer(cluster[1].host, cluster[1].port) as producer:
+        producer.send("on-one", [b"at the leader"], 0)
