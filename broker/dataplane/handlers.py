@@ -255,6 +255,8 @@ class RequestHandlers:
                 self.metrics.fetched(fetch.topic, found.length)
             return ReadResult(0, found)
         except UnknownTopic:
+            if self.replicas is not None and self.replicas.holds_topic(fetch.topic):  # stale metadata, as produce
+                return ReadResult(int(ErrorCode.NOT_LEADER_FOR_PARTITION), None)
             return ReadResult(0, None)  # Kafka 0.7 answers an unknown topic with an empty set
         except BrokerError as exc:
             return ReadResult(int(exc.code), None)

@@ -206,10 +206,11 @@ def test_produce_racing_a_replicated_topics_creation_never_makes_a_07_topic(tmp_
         assert TOPIC not in b.broker.logs.topics()
 
 
-def test_a_produce_to_a_broker_without_the_partitions_replica_is_answered_not_leader(
+def test_a_broker_without_the_partitions_replica_answers_not_leader(
         cluster: dict[int, RunningBroker], zk: KazooClient) -> None:
-    """A client whose metadata is stale produces to a broker that holds no replica of the partition: it is
-    told NotLeaderForPartition (refresh metadata, go to the leader), as Kafka answers, not UnknownTopic."""
+    """A client whose metadata is stale produces to (or fetches from) a broker that holds no replica of the
+    partition: it is told NotLeaderForPartition (refresh metadata, go to the leader), as Kafka answers, not
+    UnknownTopic (or an empty set)."""
     create_topic(zk, "on-one", 1, 1, None, [1])
     other = cluster[2]
     wait_for(lambda: "on-one" in other.broker.replicas.partition_leaders, "broker 2 told of the topic's leader")
@@ -217,3 +218,6 @@ def test_a_produce_to_a_broker_without_the_partitions_replica_is_answered_not_le
         producer.send("on-one", [b"misdirected"], 0)
     with SimpleProducer(cluster[1].host, cluster[1].port) as producer:
         producer.send("on-one", [b"at the leader"], 0)
+    # a consumer as misdirected is told the same, rather than served an empty set it would poll forever
+    with SimpleConsumer(other.host, other.port) as consumer, pytest.raises(NotLeaderForPartition):
+        consumer.fetch("on-one", 0, 0)
