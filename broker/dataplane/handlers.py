@@ -144,7 +144,7 @@ class RequestHandlers:
             try:
                 partition_log = self.logs.get(req.topic, partition)
             except UnknownTopic:
-                if replica is None and self.replicas is not None and self.replicas.holds_topic(req.topic):
+                if replica is None and self._led_elsewhere(req.topic, partition):
                     # stale metadata (or a leader not told yet): Kafka's NOT_LEADER, which sends the client
                     # to the metadata, rather than an unknown topic
                     raise NotLeaderForPartition(f"broker {self.replicas.broker_id} holds no replica of "
@@ -164,6 +164,13 @@ class RequestHandlers:
             counters.bytes_in += len(req.messages)
             counters.messages_in += info.count
         return rq.PartitionAck(0, partition, info.first_offset, info.next_offset), partition_log
+
+    def _led_elsewhere(self, topic: str, partition: int) -> bool:
+        """Whether the controller has described ``topic``-``partition`` to this broker, which holds no replica of
+        it: a client that asks here has stale metadata (Kafka's NOT_LEADER). A topic only ZooKeeper lists yet
+        (being created) or no longer (being deleted) is not: it stays UnknownTopic."""
+        placement = self.replicas.placement(topic) if self.replicas is not None else None
+        return placement is not None and 0 <= partition < len(placement)
 
     def _require_in_sync(self, replica: Replica) -> None:
         assert self.replicas is not None
@@ -255,7 +262,7 @@ class RequestHandlers:
                 self.metrics.fetched(fetch.topic, found.length)
             return ReadResult(0, found)
         except UnknownTopic:
-            if self.replicas is not None and self.replicas.holds_topic(fetch.topic):  # stale metadata, as produce
+            if self._led_elsewhere(fetch.topic, fetch.partition):  # stale metadata, as produce
                 return ReadResult(int(ErrorCode.NOT_LEADER_FOR_PARTITION), None)
             return ReadResult(0, None)  # Kafka 0.7 answers an unknown topic with an empty set
         except BrokerError as exc:
