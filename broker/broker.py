@@ -103,7 +103,8 @@ class Broker:
         try:
             self.coordination = CoordinatorHost(config, self.logs, self.port, self.cluster,
                                                 replicas=self.replicas, loop=self.server,
-                                                broker_token=self.broker_token)
+                                                broker_token=self.broker_token,
+                                                inter_broker=self.security.inter_broker_grpc)
             if self.request_metrics is not None:
                 self.coordination.call_metrics = GrpcCallMetrics()
             grpc_security = self.security.grpc_security(config["host.name"])
@@ -167,7 +168,8 @@ class Broker:
         """Register in ZooKeeper and start watching the registry; leaves nothing running on failure."""
         registration = ZkRegistration(
             config["zookeeper.connect"], config["broker.id"], advertised_host(config), self.port,
-            self.logs.topics, grpc_port=self.grpc_port, session_timeout_ms=config["zookeeper.session.timeout.ms"],
+            self.logs.topics, grpc_port=self.registered_grpc_port,
+            session_timeout_ms=config["zookeeper.session.timeout.ms"],
             connection_timeout_ms=config["zookeeper.connection.timeout.ms"], endpoints=self.cluster.endpoints)
         registration.start()
         self.security.use_zookeeper(registration.zk)
@@ -182,13 +184,13 @@ class Broker:
         self.replicas.isr_writer = IsrWriter(registration.zk)
         self.healer.isr_exit = ZkIsrExit(registration.zk, registry, config["broker.id"],
                                          timeout_s=3 * config["controller.socket.timeout.ms"] / 1000,
-                                         token=self.broker_token)
+                                         token=self.broker_token, via=self.security.inter_broker_grpc)
         self.replicas.registry = registry
         rebalance = RebalancePolicy(config["auto.leader.rebalance.enable"],
                                     config["leader.imbalance.check.interval.seconds"],
                                     config["leader.imbalance.per.broker.percentage"])
         self.controller = Controller(registration.zk, config["broker.id"], registry,
-                                     ReplicaControlClient(self.broker_token),
+                                     ReplicaControlClient(self.broker_token, self.security.inter_broker_grpc),
                                      unclean_default=config["unclean.leader.election.enable"],
                                      request_timeout_s=config["controller.socket.timeout.ms"] / 1000,
                                      rebalance=rebalance)
@@ -246,6 +248,13 @@ class Broker:
         return lambda: security.broker_token
 
     @property
+    def registered_grpc_port(self) -> int:
+        """The gRPC port of this broker's registration (``/rill/brokers/[id]``): the plaintext one, or the
+        TLS one without it (``grpc.port = -1``, allowed in a cluster whose brokers call each other over TLS).
+        Brokers count a registration without a gRPC port as not a rill broker (no replicas, no groups)."""
+        return self.grpc_port if self.grpc_port >= 0 else self.grpc_tls_port
+
+    @property
     def port(self) -> int:
         """The data port published as this broker's address (its PLAINTEXT listener's, if it has one)."""
         return int(BrokerSecurity.registered(self.server.listeners).port)
@@ -263,9 +272,10 @@ class Broker:
         secured = {"listeners": [str(b.endpoint) for b in self.server.listeners],
                    "grpc_tls_port": self.grpc_tls_port} if self.security.enabled else {}
         metrics = {"metrics_port": self.metrics_server.port} if self.metrics_server is not None else {}
+        peers = {"peer_grpc": self.security.inter_broker_grpc.describe()} if self.zookeeper is not None else {}
         log.info("broker.ready", broker_id=self.config["broker.id"], host=self.server.host, port=self.port,
                  grpc_port=self.grpc_port, log_dir=str(self.config["log.dir"]), topics=len(self.logs.topics()),
-                 **metrics, **secured)
+                 **metrics, **secured, **peers)
         self.ready.set()
 
     def stop(self) -> None:
@@ -284,7 +294,7 @@ class Broker:
 
     def _controlled_stop(self) -> None:
         assert self.zookeeper is not None and self.registry is not None
-        client = ReplicaControlClient(self.broker_token)
+        client = ReplicaControlClient(self.broker_token, self.security.inter_broker_grpc)
         self.replicas.stop_following()
         try:
             request_controlled_shutdown(

@@ -54,7 +54,10 @@ KEYS: tuple[Key, ...] = (
     Key("security.inter.broker.protocol", str, "PLAINTEXT",
         "The listener replicas fetch from their leaders on (one of listeners'): SSL presents this broker's "
         "ssl.certfile as a client certificate; SASL_* authenticate as inter.broker.sasl.username. With the "
-        "authorizer, that principal needs ClusterAction on the cluster (or super.users).",
+        "authorizer, that principal needs ClusterAction on the cluster (or super.users). SSL and SASL_SSL with "
+        "grpc.ssl.port also make brokers call each other's gRPC (controller, controlled shutdown, forwarded group "
+        "calls) on that listener's TLS gRPC port, verified with ssl.cafile and showing ssl.certfile; then "
+        "grpc.port may be -1.",
         choices=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")),
     Key("inter.broker.sasl.mechanism", str, "SCRAM-SHA-256", "SASL mechanism of replica fetches (SASL_* inter-broker).",
         choices=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")),
@@ -131,7 +134,8 @@ KEYS: tuple[Key, ...] = (
     Key("fetch.max.wait.ms", int, 30_000, "Upper bound on a long-poll fetch's max_wait_ms."),
     Key("grpc.port", int, 9093,
         "gRPC port of the group coordinator and admin services (plaintext); 0 picks a free port, -1 serves no "
-        "plaintext gRPC (then grpc.ssl.port must be set)."),
+        "plaintext gRPC (then grpc.ssl.port must be set and, in a cluster, security.inter.broker.protocol be SSL "
+        "or SASL_SSL: brokers call each other's gRPC on it otherwise)."),
     Key("grpc.ssl.port", int, -1,
         "gRPC over TLS (with ssl.certfile, ssl.keyfile; client certificates name the caller when ssl.client.auth = "
         "required): its port, 0 picks a free one, -1 none. Clients of the SSL and SASL_SSL listeners are given it."),

@@ -13,7 +13,8 @@ the old subchannel and its backoff alive. Each channel here has its own subchann
 Credentials ride in every call's ``authorization`` metadata: a SASL user's as
 ``Basic base64(user:password)`` (:func:`open_channel`), the brokers' own as ``Bearer
 <token>`` (:func:`broker_channel`: the cluster's broker token, which makes a call
-``principal.BROKER``). A call the broker's ACLs refuse fails with PERMISSION_DENIED and
+``principal.BROKER``; over TLS when the brokers call each other's TLS gRPC port,
+rill.broker.security.inter_broker_grpc). A call the broker's ACLs refuse fails with PERMISSION_DENIED and
 names rill's error code in the :data:`ERROR_TRAILER` trailer.
 """
 
@@ -28,7 +29,8 @@ from rill.client.client_config import ConfigError
 from rill.client.security.call_credentials import AUTHORIZATION, encode_basic
 from rill.client.security.client_security import ClientSecurity
 
-__all__ = ["BEARER", "CHANNEL_OPTIONS", "ERROR_TRAILER", "broker_channel", "insecure_channel", "open_channel"]
+__all__ = ["BEARER", "CHANNEL_OPTIONS", "ERROR_TRAILER", "broker_channel", "insecure_channel", "open_channel",
+           "tls_credentials"]
 
 MAX_RECONNECT_BACKOFF_MS = 1000
 BEARER = "Bearer "
@@ -69,10 +71,15 @@ class _BrokerToken(grpc.UnaryUnaryClientInterceptor):  # type: ignore[misc]
         return continuation(details._replace(metadata=metadata), request)
 
 
-def broker_channel(address: str, token: Callable[[], str] | None) -> grpc.Channel:
-    """A plaintext channel from one broker to another's gRPC port, every call carrying the cluster's
-    broker token (``token()``; None: no token, the calls are anonymous)."""
-    channel = insecure_channel(address)
+def broker_channel(address: str, token: Callable[[], str] | None,
+                   credentials: grpc.ChannelCredentials | None = None) -> grpc.Channel:
+    """A channel from one broker to another's gRPC port, every call carrying the cluster's broker token
+    (``token()``; None: no token, the calls are anonymous): over TLS with ``credentials`` (the peer's
+    TLS gRPC port; the host in ``address`` must be one its certificate names), plaintext without."""
+    if credentials is None:
+        channel = insecure_channel(address)
+    else:
+        channel = grpc.secure_channel(address, credentials, options=CHANNEL_OPTIONS)
     return channel if token is None else grpc.intercept_channel(channel, _BrokerToken(token))
 
 
@@ -86,6 +93,19 @@ def _read(path: str) -> bytes | None:
         raise ConfigError(f"TLS: cannot read {path}: {exc.strerror}") from exc
 
 
+def tls_credentials(cafile: str, certfile: str, keyfile: str) -> grpc.ChannelCredentials:
+    """TLS channel credentials from PEM files, each read now: the CA to verify the server with (empty:
+    gRPC's default roots) and the certificate and key to show it (empty: none).
+
+    Raises:
+        ConfigError: a file cannot be read.
+    """
+    key, certificate = _read(keyfile), _read(certfile)
+    return grpc.ssl_channel_credentials(root_certificates=_read(cafile),
+                                        private_key=key if certificate is not None else None,
+                                        certificate_chain=certificate if key is not None else None)
+
+
 def open_channel(address: str, security: ClientSecurity | None = None) -> grpc.Channel:
     """A channel to ``address`` as ``security`` says: TLS (SSL, SASL_SSL: the broker's TLS gRPC port,
     verified against ``ssl.cafile``, with the client's certificate if it has one) and the SASL
@@ -93,10 +113,8 @@ def open_channel(address: str, security: ClientSecurity | None = None) -> grpc.C
     if security is None:
         return insecure_channel(address)
     if security.tls:
-        paths = security.tls_files
-        credentials = grpc.ssl_channel_credentials(
-            root_certificates=_read(paths[0]), private_key=_read(paths[2]), certificate_chain=_read(paths[1]))
-        channel = grpc.secure_channel(address, credentials, options=CHANNEL_OPTIONS)
+        cafile, certfile, keyfile = security.tls_files
+        channel = grpc.secure_channel(address, tls_credentials(cafile, certfile, keyfile), options=CHANNEL_OPTIONS)
     else:
         channel = insecure_channel(address)
     if security.sasl:

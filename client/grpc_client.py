@@ -85,10 +85,9 @@ class AdminClient:
             raise call_error(exc, self.address) from exc
 
     def _at(self, broker: pb.Broker) -> AdminClient:
-        """A client of ``broker`` (a controller named by NOT_CONTROLLER) with this one's credentials. Only its
-        plaintext gRPC port is known, so a TLS client's redirect goes there without them, as before."""
-        security = self.security if self.security is not None and not self.security.tls else None
-        return AdminClient(f"{broker.host}:{broker.grpc_port}", self.timeout, self.client_id, security=security)
+        """A client of ``broker`` (a controller named by NOT_CONTROLLER) with this one's settings: a broker
+        answering a call that came in over TLS names the controller's TLS gRPC port."""
+        return AdminClient(f"{broker.host}:{broker.grpc_port}", self.timeout, self.client_id, security=self.security)
 
     # ---------------------------------------------------------------- groups
 

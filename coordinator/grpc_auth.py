@@ -48,13 +48,14 @@ from rill.client.security.call_credentials import AUTHORIZATION, decode_basic
 from rill.coordinator.grpc_authorization import Authorize, CallAuthorizer
 
 __all__ = ["AioAuthInterceptor", "AuthInterceptor", "CallAuthenticator", "ServerSecurity", "Unauthenticated",
-           "caller"]
+           "called_over_tls", "caller"]
 
 log = structlog.get_logger(__name__)
 audit = structlog.get_logger("rill.audit")
 
 _principal: contextvars.ContextVar[str] = contextvars.ContextVar("rill_principal", default=principals.ANONYMOUS)
 _host: contextvars.ContextVar[str] = contextvars.ContextVar("rill_peer_host", default="")
+_tls: contextvars.ContextVar[bool] = contextvars.ContextVar("rill_call_over_tls", default=False)
 _RILL_SERVICES = ("/rill.v1.",)
 
 
@@ -83,6 +84,16 @@ class Unauthenticated(Exception):
 def caller() -> tuple[str, str]:
     """``(principal, host)`` of the call being served (ANONYMOUS and "" outside one)."""
     return _principal.get(), _host.get()
+
+
+def called_over_tls() -> bool:
+    """Whether the call being served came in on the TLS gRPC port (False outside one): an answer naming
+    another broker's gRPC port names its TLS one then (rill.broker.cluster.controller_refusal)."""
+    return _tls.get()
+
+
+def _over_tls(auth_context: Mapping[str, Any] | None) -> bool:
+    return list((auth_context or {}).get("transport_security_type") or ()) == [b"ssl"]
 
 
 def peer_host(peer: str) -> str:
@@ -209,12 +220,13 @@ class AuthInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
                     # set_trailing_metadata, then abort: abort_with_status would drop the trailer
                     context.set_trailing_metadata(((ERROR_TRAILER, refusal.code),))
                     context.abort(grpc.StatusCode.PERMISSION_DENIED, refusal.message)
-            tokens = _principal.set(who), _host.set(host)
+            tokens = _principal.set(who), _host.set(host), _tls.set(_over_tls(context.auth_context()))
             try:
                 response = inner(request, context)
             finally:
                 _principal.reset(tokens[0])
                 _host.reset(tokens[1])
+                _tls.reset(tokens[2])
             return response if authorizer is None else authorizer.trim(rule, who, host, request, response)
 
         return grpc.unary_unary_rpc_method_handler(wrapper, request_deserializer=handler.request_deserializer,
@@ -255,6 +267,7 @@ class AioAuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                     await context.abort(grpc.StatusCode.PERMISSION_DENIED, refusal.message)
             _principal.set(who)
             _host.set(host)
+            _tls.set(_over_tls(context.auth_context()))
             response = await inner(request, context)
             return response if authorizer is None else authorizer.trim(rule, who, host, request, response)
 

@@ -20,7 +20,7 @@ again (two brokers whose views of the cluster briefly differ cannot bounce it): 
 answered from this broker's own groups only, NOT_COORDINATOR for the others.
 
 Forwarded calls authenticate as the brokers (``principal.BROKER``, the cluster's broker
-token given to :class:`Peers`), so the broker that answers them does not judge them
+token given to :class:`Peers`, over TLS when brokers call each other so), so the broker that answers them does not judge them
 again: the client's own principal was authorized by the broker it called, which also
 trims a forwarded ListGroups' answer to what that principal may describe.
 """
@@ -28,7 +28,7 @@ trims a forwarded ListGroups' answer to what that principal may describe.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import grpc
@@ -68,20 +68,32 @@ class Peers:
     """gRPC stubs of the other brokers' coordinators, one channel per address. Thread-safe.
 
     ``token()`` is the cluster's broker token, sent with every call (None: the calls are
-    anonymous, which only brokers without authorizer.enable accept).
+    anonymous, which only brokers without authorizer.enable accept). ``credentials``: the
+    calls go over TLS (None: plaintext). A ``pb.Broker`` names a broker as clients see it;
+    ``resolve(broker)`` gives the address this broker calls it on instead (its TLS gRPC
+    port, when brokers call each other over TLS: rill.broker.security.inter_broker_grpc),
+    or None for its ``host:grpc_port``.
     """
 
-    def __init__(self, token: Callable[[], str] | None = None) -> None:
+    def __init__(self, token: Callable[[], str] | None = None, credentials: grpc.ChannelCredentials | None = None,
+                 resolve: Callable[[pb.Broker], str | None] | None = None) -> None:
         self.token = token
+        self.credentials = credentials
+        self.resolve = resolve
         self._stubs: dict[str, tuple[grpc.Channel, Any]] = {}
         self._lock = threading.Lock()
 
+    def address(self, broker: pb.Broker) -> str:
+        """Where ``broker``'s coordinator is called: ``"host:port"``."""
+        resolved = self.resolve(broker) if self.resolve is not None else None
+        return resolved or f"{broker.host}:{broker.grpc_port}"
+
     def stub(self, broker: pb.Broker) -> Any:
-        address = f"{broker.host}:{broker.grpc_port}"
+        address = self.address(broker)
         with self._lock:
             found = self._stubs.get(address)
             if found is None:
-                channel = broker_channel(address, self.token)
+                channel = broker_channel(address, self.token, self.credentials)
                 found = self._stubs[address] = (channel, pb_grpc.GroupCoordinatorStub(channel))  # type: ignore[no-untyped-call]
             return found[1]
 

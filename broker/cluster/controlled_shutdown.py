@@ -2,7 +2,8 @@
 
 On SIGTERM, with ``controlled.shutdown.enable`` and replicas held here, the broker sends
 ControlledShutdown to the controller (found through ``/rill/controller`` and the
-registry), carrying its broker epoch (the czxid of its ``/brokers/ids/[id]`` node, so an
+registry: the address ``client`` calls, its TLS gRPC port when brokers call each other over TLS),
+carrying its broker epoch (the czxid of its ``/brokers/ids/[id]`` node, so an
 earlier life of the id cannot speak for it). The controller elects new leaders for the
 partitions it leads and takes it out of the ISRs, tells every broker (this one included:
 it becomes a follower while its data plane still serves, so producers get
@@ -72,7 +73,7 @@ def _attempt(zk: KazooClient, registry: RegistryView, client: ReplicaControlClie
         log.warning("controlled_shutdown.controller_unknown", controller_id=controller.broker_id)
         return -1
     try:
-        response = client.controlled_shutdown(f"{target.host}:{target.grpc_port}",
+        response = client.controlled_shutdown(client.address(target),
                                               rpb.ControlledShutdownRequest(broker_id=broker_id, broker_epoch=epoch),
                                               timeout_s)
     except grpc.RpcError as exc:

@@ -65,7 +65,7 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.protocol.states import WatchedEvent
 
-from rill.broker.cluster.controller_actions import (Decide, Resends, address, elect_and_write, log_elections, ms,
+from rill.broker.cluster.controller_actions import (Decide, Resends, elect_and_write, log_elections, ms,
                                                    reread, send_leader_and_isr)
 from rill.broker.cluster.controller_context import ControllerContext, decide_reconcile, unclean_for
 from rill.broker.cluster.controller_deletions import ControllerDeletions
@@ -355,7 +355,7 @@ class Controller(ControllerReassignments, ControllerDeletions, ControllerPartiti
         gone = (ctx.live.keys() - current.keys()) | bounced
         joined = (current.keys() - ctx.live.keys()) | bounced
         for broker in gone:
-            self.client.forget(address(ctx.live[broker]))
+            self.client.forget(self.client.address(ctx.live[broker]))
         ctx.live = {b: r for b, r in current.items() if b not in bounced}
         ctx.shutting_down &= ctx.live.keys()
         if gone:

@@ -25,20 +25,14 @@ from rill.broker.cluster.controller_context import ControllerContext
 from rill.broker.cluster.partition_states import ControllerMoved, PartitionKey, read_states, update_states
 from rill.broker.cluster.replica_control_servicer import ReplicaControlClient, brokers_to_proto, role_to_proto
 from rill.broker.replication.replica import PartitionRole
-from rill.client.zookeeper.registry import BrokerRegistration
 from rill.client.zookeeper.replica_layout import NO_LEADER, PartitionState
 from rill.v1 import replication_pb2 as rpb
 
-__all__ = ["Decide", "address", "elect_and_write", "log_elections", "ms", "send_leader_and_isr"]
+__all__ = ["Decide", "elect_and_write", "log_elections", "ms", "send_leader_and_isr"]
 
 log = structlog.get_logger(__name__)
 
 Decide = Callable[[PartitionKey, PartitionState], "PartitionState | None"]
-
-
-def address(registration: BrokerRegistration) -> str:
-    """Where a broker's ReplicaControl listens: ``"host:grpc_port"``."""
-    return f"{registration.host}:{registration.grpc_port}"
 
 
 def elect_and_write(zk: KazooClient, ctx: ControllerContext, keys: Sequence[PartitionKey], decide: Decide,
@@ -108,7 +102,7 @@ def send_leader_and_isr(client: ReplicaControlClient, ctx: ControllerContext, co
     request = rpb.LeaderAndIsrRequest(controller_id=controller_id, controller_epoch=ctx.epoch.epoch,
                                       partitions=partitions, live_brokers=brokers_to_proto(ctx.brokers()), full=full,
                                       replication_throttle_bytes_per_second=ctx.throttle)
-    by_address = {address(ctx.live[b]): b for b in targets if b in ctx.live}
+    by_address = {client.address(ctx.live[b]): b for b in targets if b in ctx.live}
     answers = client.leader_and_isr_all({a: request for a in by_address}, timeout_s)
     failed: set[int] = set()
     for to, answer in answers.items():

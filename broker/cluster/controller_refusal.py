@@ -3,8 +3,8 @@
 Only the controller elects leaders, moves partitions and adds them. A broker asked one
 of those Admin RPCs hands it to its own controller role (elect_leaders.py says why it
 does not forward); when that role is not the controller the answer is NOT_CONTROLLER
-with the controller's address as the registry lists it, so that rill's AdminClient asks
-there, and a call the controller did not finish in time is REQUEST_TIMED_OUT (it may
+with the controller's address as the registry lists it (its TLS gRPC port, to a call that
+came in over TLS), so that rill's AdminClient asks there, as it called here, and a call the controller did not finish in time is REQUEST_TIMED_OUT (it may
 still happen). The same two answers in every such RPC, written once here.
 """
 
@@ -15,6 +15,7 @@ from typing import TypeVar
 
 from rill.broker.cluster.replica_control_servicer import NotController
 from rill.client.zookeeper.registry import RegistryView
+from rill.coordinator.grpc_auth import called_over_tls
 from rill.v1 import coordinator_pb2 as pb
 
 __all__ = ["controller_broker", "refusal"]
@@ -22,12 +23,22 @@ __all__ = ["controller_broker", "refusal"]
 R = TypeVar("R")
 
 
+TLS_LISTENERS = ("SASL_SSL", "SSL")  # each advertised with the broker's TLS gRPC port (BrokerSecurity.advertised)
+
+
 def controller_broker(registry: RegistryView | None, broker_id: int) -> pb.Broker:
-    """The broker ``broker_id`` as the registry lists it (only its id, -1 included, when it does not)."""
+    """The broker ``broker_id`` as the registry lists it (only its id, -1 included, when it does not). To a
+    call that came in over TLS, the address of its TLS listener and TLS gRPC port, when it has one: a TLS
+    client follows the answer with its TLS settings."""
     found = registry.snapshot.brokers.get(broker_id) if registry is not None and broker_id >= 0 else None
     if found is None:
         return pb.Broker(broker_id=broker_id)
-    return pb.Broker(broker_id=broker_id, host=found.host, port=found.port, grpc_port=found.grpc_port)
+    host, port, grpc_port = found.host, found.port, found.grpc_port
+    if called_over_tls():
+        listener = next((name for name in TLS_LISTENERS if found.lists(name)), None)
+        if listener is not None:
+            host, port, grpc_port = found.address_for(listener)
+    return pb.Broker(broker_id=broker_id, host=host, port=port, grpc_port=grpc_port)
 
 
 def refusal(response: Callable[..., R], registry: RegistryView | None, exc: NotController | TimeoutError) -> R:

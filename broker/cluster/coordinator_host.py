@@ -19,7 +19,8 @@ The services are served by the sync gRPC server (rill.coordinator.grpc_server) o
 with ``grpc.server = "aio"``, by a grpc.aio server on its own event loop
 (rill.coordinator.aio_server); both answer through the same coordinator and sink.
 The calls this broker makes to the others' coordinators (a forwarded CreateGroup or
-ListGroups, DescribeCluster's listing) carry the cluster's broker token when given one.
+ListGroups, DescribeCluster's listing) carry the cluster's broker token when given one,
+over TLS when brokers call each other so (rill.broker.security.inter_broker_grpc).
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ from rill.coordinator.grpc_auth import ServerSecurity
 from rill.coordinator.grpc_call_metrics import GrpcCallMetrics
 from rill.broker.dataplane.storage import Loop
 from rill.broker.replication.replica_manager import ReplicaManager
+from rill.broker.security.inter_broker_grpc import PLAINTEXT_GRPC, InterBrokerGrpc
 from rill.coordinator.group_checkpoint import GroupSnapshot, Writer
 from rill.coordinator.deleted_topics import forget_deleted_topics
 from rill.coordinator.group_coordinator import GroupCoordinator
@@ -142,13 +144,18 @@ class CoordinatorHost:
     """Owns the coordinator's log, store, timer and gRPC server for one broker.
 
     ``broker_token()`` is the cluster's broker token, sent with the calls to other brokers
-    (None: the calls are anonymous, which only a broker without authorizer.enable accepts).
+    (None: the calls are anonymous, which only a broker without authorizer.enable accepts);
+    ``inter_broker`` says where and how they are called (over TLS, on the TLS gRPC port of
+    each peer's registration once the cluster is joined).
     """
 
     def __init__(self, config: BrokerConfig, logs: LogManager, data_port: int,
                  cluster: ClusterView | None = None, *, replicas: ReplicaManager | None = None,
-                 loop: Loop | None = None, broker_token: Callable[[], str] | None = None) -> None:
+                 loop: Loop | None = None, broker_token: Callable[[], str] | None = None,
+                 inter_broker: InterBrokerGrpc = PLAINTEXT_GRPC) -> None:
         self.config = config
+        self.inter_broker = inter_broker
+        self._registry: RegistryView | None = None  # set by join_cluster: where peers' addresses are read
         self.log_config = LogConfig(segment_bytes=config["offsets.segment.bytes"],
                                     flush_interval_messages=2**62, flush_interval_ms=2**31 - 1,
                                     retention_ms=-1, retention_bytes=-1,
@@ -177,7 +184,7 @@ class CoordinatorHost:
             self.sink = RecordSink(self.coordinator, self.placement)
             self.admin: AdminServicer = ClusterAdminServicer(logs, self.coordinator, self.broker, self.placement,
                                                              cluster, default_replication_factor=factor,
-                                                             peers=Peers(broker_token))
+                                                             peers=self._peers(broker_token))
         else:
             self.records_log = self._open_local_log(logs)
             self.store = OffsetStore(self.records_log)
@@ -192,11 +199,24 @@ class CoordinatorHost:
         self.servicer = GroupCoordinatorServicer(self.coordinator, self.sink,
                                                  commit_timeout_s=config["offsets.commit.timeout.ms"] / 1000,
                                                  router=self.placement)
-        self.servicer.peers = Peers(broker_token)  # its forwarded calls show the broker token
+        self.servicer.peers = self._peers(broker_token)  # its forwarded calls show the broker token
         self.server: Any = None
         self.health: Any = None
         self.kind = "sync"
         self.call_metrics: GrpcCallMetrics | None = None  # set before start() to count gRPC calls (metrics.port)
+
+    def _peers(self, broker_token: Callable[[], str] | None) -> Peers:
+        """Stubs of the other brokers' coordinators: over TLS, each peer is called on its inter-broker
+        listener's gRPC port as its registration lists it (the ``pb.Broker`` a call names carries the
+        port clients use); plaintext, on the ``host:grpc_port`` the ``pb.Broker`` names, as before."""
+        if not self.inter_broker.tls:
+            return Peers(broker_token)
+        return Peers(broker_token, self.inter_broker.credentials, self._peer_address)
+
+    def _peer_address(self, broker: pb.Broker) -> str | None:
+        registry = self._registry
+        found = registry.snapshot.brokers.get(broker.broker_id) if registry is not None else None
+        return None if found is None else self.inter_broker.address(found)
 
     def _open_local_log(self, logs: LogManager) -> Log:
         points = None if logs.clean_start else checkpoint.read_checkpoint(self.records_dir)
@@ -246,6 +266,7 @@ class CoordinatorHost:
     def join_cluster(self, zk: Any, registry: RegistryView, elector: PreferredElector | None = None) -> None:
         """Start coordinating the groups of the groups topic partitions led here, and serve replicated
         topics' admin (with zookeeper.connect; ``elector``: this broker's controller role, for ElectLeaders)."""
+        self._registry = registry
         self.admin.attach_zookeeper(zk, registry, elector)
         if self.placement is not None:
             self.placement.start(zk, registry)

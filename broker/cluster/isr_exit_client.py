@@ -1,7 +1,8 @@
 """A broker's LeaveIsr call to the controller: the healer's way out of an ISR (replica_healer.py).
 
 The controller is found as for a controlled shutdown (controlled_shutdown.py): its id in
-``/rill/controller``, its gRPC address in the registry, and the call carries this
+``/rill/controller``, its gRPC address in the registry (its TLS gRPC port over TLS when brokers
+call each other so, rill.broker.security.inter_broker_grpc), and the call carries this
 broker's epoch (the czxid of its ``/brokers/ids/[id]`` node). One attempt per call: the
 healer retries.
 
@@ -21,6 +22,7 @@ from rill.broker.cluster.partition_states import read_controller
 from rill.broker.cluster.replica_control_servicer import ReplicaControlClient
 from rill.broker.cluster.replicated_topics import read_broker_epoch
 from rill.broker.replication.replica_healer import IsrExitFailed
+from rill.broker.security.inter_broker_grpc import PLAINTEXT_GRPC, InterBrokerGrpc
 from rill.client.zookeeper.registry import RegistryView
 from rill.v1 import coordinator_pb2 as pb
 from rill.v1 import replication_pb2 as rpb
@@ -34,12 +36,13 @@ class ZkIsrExit:
     """Asks the cluster's controller to take ``broker_id`` out of ISRs (the healer's ``IsrExit``)."""
 
     def __init__(self, zk: KazooClient, registry: RegistryView, broker_id: int, *, timeout_s: float,
-                 token: Callable[[], str] | None = None) -> None:
+                 token: Callable[[], str] | None = None, via: InterBrokerGrpc = PLAINTEXT_GRPC) -> None:
         self.zk = zk
         self.registry = registry
         self.broker_id = broker_id
         self.timeout_s = timeout_s
-        self._client = ReplicaControlClient(token)  # (the cluster's broker token: the controller's ACLs let it in)
+        # the cluster's broker token (the controller's ACLs let it in), over TLS when ``via`` says so
+        self._client = ReplicaControlClient(token, via)
 
     def leave_isr(self, partitions: Sequence[Key]) -> set[Key]:
         """One LeaveIsr; the partitions whose ISR still lists this broker.
@@ -62,7 +65,7 @@ class ZkIsrExit:
         request = rpb.LeaveIsrRequest(broker_id=self.broker_id, broker_epoch=epoch,
                                       partitions=[pb.TopicPartition(topic=t, partition=p) for t, p in partitions])
         try:
-            response = self._client.leave_isr(f"{target.host}:{target.grpc_port}", request, self.timeout_s)
+            response = self._client.leave_isr(self._client.address(target), request, self.timeout_s)
         except grpc.RpcError as exc:
             code = exc.code() if callable(getattr(exc, "code", None)) else exc
             raise IsrExitFailed(f"controller {controller.broker_id}: {code}") from exc

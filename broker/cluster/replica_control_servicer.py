@@ -45,7 +45,9 @@ from rill.coordinator.grpc_server import Registration
 from rill.v1 import coordinator_pb2 as pb
 from rill.v1 import replication_pb2 as rpb
 from rill.v1 import replication_pb2_grpc as rpb_grpc
+from rill.broker.security.inter_broker_grpc import PLAINTEXT_GRPC, InterBrokerGrpc
 from rill.client.grpc_channels import broker_channel
+from rill.client.zookeeper.registry import BrokerRegistration
 
 __all__ = [
     "BrokerNotAvailable", "ControllerEpochFence", "IsrExitHandler", "NotController", "ReplicaControlClient", "ReplicaControlServicer",
@@ -269,20 +271,28 @@ def registration(servicer: ReplicaControlServicer) -> Registration:
 class ReplicaControlClient:
     """The controller's stubs: one channel per broker id, reused while its address stays the same.
 
-    Thread-safe. Addresses are ``"host:grpc_port"``. ``token()`` is the cluster's broker token, sent
-    with every call (None: the calls are anonymous, which only brokers without authorizer.enable accept).
+    Thread-safe. Addresses are ``"host:port"``, as :meth:`address` gives them. ``token()`` is the
+    cluster's broker token, sent with every call (None: the calls are anonymous, which only brokers
+    without authorizer.enable accept). ``via`` says where and how peers are called: their registered
+    plaintext gRPC port by default, or the inter-broker listener's TLS gRPC port over TLS
+    (rill.broker.security.inter_broker_grpc).
     """
 
-    def __init__(self, token: Callable[[], str] | None = None) -> None:
+    def __init__(self, token: Callable[[], str] | None = None, via: InterBrokerGrpc = PLAINTEXT_GRPC) -> None:
         self.token = token
+        self.via = via
         self._lock = threading.Lock()
         self._stubs: dict[str, tuple[grpc.Channel, Any]] = {}
+
+    def address(self, registration: BrokerRegistration) -> str:
+        """Where this client calls ``registration``'s ReplicaControl: ``"host:port"``."""
+        return self.via.address(registration)
 
     def _stub(self, address: str) -> Any:
         with self._lock:
             found = self._stubs.get(address)
             if found is None:
-                channel = broker_channel(address, self.token)
+                channel = broker_channel(address, self.token, self.via.credentials)
                 found = self._stubs[address] = (channel, rpb_grpc.ReplicaControlStub(channel))  # type: ignore[no-untyped-call]
             return found[1]
 

@@ -47,7 +47,6 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError, RolledBackError
 from kazoo.protocol.states import WatchedEvent
 
-from rill.broker.cluster.controller_actions import address
 from rill.broker.cluster.controller_context import ControllerContext, TopicDeletion
 from rill.broker.cluster.partition_states import ControllerMoved
 from rill.broker.cluster.replica_control_servicer import ReplicaControlClient, brokers_to_proto, role_to_proto
@@ -156,7 +155,7 @@ def send_deletion(client: ReplicaControlClient, ctx: ControllerContext, controll
     deletion = ctx.deleting[topic]
     hosts = {b for listed in deletion.replicas.replicas for b in listed}
     deletion.waiting = {b for b in deletion.waiting if b in hosts or b in ctx.live}
-    targets = {address(ctx.live[b]): b for b in deletion.waiting if b in ctx.live}
+    targets = {client.address(ctx.live[b]): b for b in deletion.waiting if b in ctx.live}
     if not targets:
         return set()
     request = rpb.LeaderAndIsrRequest(controller_id=controller_id, controller_epoch=ctx.epoch.epoch,

@@ -26,6 +26,7 @@ import structlog
 from rill.broker.dataplane.listener_socket import Listener, ListenerSpec
 from rill.broker.security.password_checks import PasswordChecks
 from rill.broker.security.listeners import Endpoint, SecurityProtocol, advertised_endpoints, parse_listeners
+from rill.broker.security.inter_broker_grpc import inter_broker_grpc
 from rill.broker.security.sasl_authenticator import SaslAuthenticator
 from rill.broker.security.tls_contexts import server_context
 from rill.client.client_config import ConfigError
@@ -86,6 +87,9 @@ class BrokerSecurity:
                 and not config["inter.broker.sasl.username"]):
             raise ConfigError(f"security.inter.broker.protocol {self.inter_broker} needs inter.broker.sasl.username "
                               "and inter.broker.sasl.password")
+        self.inter_broker_grpc = inter_broker_grpc(config)
+        """How this broker calls the others' gRPC: their TLS gRPC port over TLS with an SSL or SASL_SSL
+        inter-broker protocol and grpc.ssl.port, else their plaintext one (rill.broker.security.inter_broker_grpc)."""
         self.configs: EntityConfigs | None = None
         self.credentials: CredentialStore | None = None
         self.acls: AclStore | None = None
@@ -153,15 +157,18 @@ class BrokerSecurity:
         with ``authorizer.enable`` (rill.coordinator.grpc_authorization); a TLS port with ``grpc.ssl.port``.
 
         Raises:
-            ConfigError: no gRPC port at all, or TLS without its files.
+            ConfigError: no gRPC port at all, no plaintext one in a cluster whose brokers call each other
+                on it (inter-broker gRPC not over TLS), or TLS without its files.
         """
         port = self.config["grpc.ssl.port"]
         if self.config["grpc.port"] < 0:
             if port < 0:
                 raise ConfigError("grpc.port is -1 and grpc.ssl.port is not set: the broker would serve no gRPC")
-            if self.config["zookeeper.connect"]:
-                raise ConfigError("grpc.port = -1 in a cluster: brokers call each other's plaintext gRPC port "
-                                  "(keep it on a private address with host.name)")
+            if self.config["zookeeper.connect"] and not self.inter_broker_grpc.tls:
+                raise ConfigError("grpc.port = -1 in a cluster: brokers would call each other's plaintext gRPC "
+                                  "port; set security.inter.broker.protocol to SSL or SASL_SSL (with grpc.ssl.port) "
+                                  "so that they call each other's TLS gRPC port, or keep grpc.port (on a private "
+                                  "address with host.name)")
         # the token is read at each call: a cluster's replaces this broker's own once ZooKeeper is joined,
         # after the server started; authorize only with authorizer.enable (otherwise no check, no cost)
         security = ServerSecurity(CallAuthenticator(self.check_password, broker_token=lambda: self.broker_token,

@@ -5,7 +5,8 @@ Brokers publish (rill.broker.cluster.registration writes them):
     /brokers/ids/[broker_id]        -> "creator:host:port"
     /brokers/topics/[topic]/[id]    -> number of partitions of the topic on that broker
     /rill/brokers/[broker_id]       -> {"host", "port", "grpc_port", "endpoints"} (rill's own: the gRPC
-                                       port, and each listener's advertised address by its name)
+                                       port (the TLS one for a broker without plaintext gRPC),
+                                       and each listener's advertised address by its name)
     /rill/topics/[topic]            -> {"partitions": [[broker_id, partition], ...]} (rill's own)
 
 The last is the topic's partition map for rill's native clients: partition ``i`` of
@@ -67,6 +68,14 @@ class BrokerRegistration(NamedTuple):
             if name == listener:
                 return host, port, grpc_port
         return self.host, self.port, self.grpc_port
+
+    def grpc_address(self, listener: str | None = None) -> str:
+        """``"host:port"`` where another broker calls this one's gRPC services: the gRPC port advertised
+        for ``listener`` (the inter-broker listener, when brokers call each other over TLS: a TLS
+        listener is advertised with the TLS gRPC port), or with None the registered ``host:grpc_port``
+        (the plaintext gRPC port, when the broker has one)."""
+        host, _, grpc_port = (self.host, self.port, self.grpc_port) if listener is None else self.address_for(listener)
+        return f"{host}:{grpc_port}"
 
     def lists(self, listener: str) -> bool:
         """Whether the broker registered a ``listener`` endpoint (False for one that lists none: a
