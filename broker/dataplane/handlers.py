@@ -246,8 +246,9 @@ class RequestHandlers:
 
     # ---------------------------------------------------------------- fetch
 
-    def read(self, fetch: rq.FetchRequest) -> ReadResult:
-        """Read one partition for a fetch: (error code, file slice or None)."""
+    def read(self, fetch: rq.FetchRequest, led_elsewhere: int = ErrorCode.NOT_LEADER_FOR_PARTITION) -> ReadResult:
+        """Read one partition for a fetch: (error code, file slice or None). ``led_elsewhere``: the code for a
+        partition led by another broker and without a replica here (0: the 0.7 empty set)."""
         try:
             validate_topic(fetch.topic)
             if fetch.max_size < 0:
@@ -262,8 +263,8 @@ class RequestHandlers:
                 self.metrics.fetched(fetch.topic, found.length)
             return ReadResult(0, found)
         except UnknownTopic:
-            if self._led_elsewhere(fetch.topic, fetch.partition):  # stale metadata, as produce
-                return ReadResult(int(ErrorCode.NOT_LEADER_FOR_PARTITION), None)
+            if led_elsewhere and self._led_elsewhere(fetch.topic, fetch.partition):  # stale metadata, as produce
+                return ReadResult(int(led_elsewhere), None)
             return ReadResult(0, None)  # Kafka 0.7 answers an unknown topic with an empty set
         except BrokerError as exc:
             return ReadResult(int(exc.code), None)
@@ -273,9 +274,10 @@ class RequestHandlers:
 
         No 0.7 client knows rill's InvalidOffset (7); OffsetOutOfRange makes each reset its
         position by its own policy (``autooffset.reset``), where 7 made them fail or crash.
-        rill's own FETCH_WAIT keeps the precise code.
+        rill's own FETCH_WAIT keeps the precise code. A partition led elsewhere, without a
+        replica here, is the empty set of a topic 0.7 does not know, as it always was.
         """
-        result = self.read(fetch)
+        result = self.read(fetch, 0)
         if result.error == ErrorCode.INVALID_OFFSET:
             return ReadResult(int(ErrorCode.OFFSET_OUT_OF_RANGE), None)
         return result

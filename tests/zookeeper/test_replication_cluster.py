@@ -23,6 +23,7 @@ from rill.client.errors import BrokerError, NotLeaderForPartition
 from rill.client.protocol import requests as rq
 from rill.client import Consumer, Producer
 from rill.client.simple import SimpleConsumer, SimpleProducer
+from tests.conftest import RawClient
 
 TOPIC = "replicated"
 
@@ -221,3 +222,8 @@ def test_a_broker_without_the_partitions_replica_answers_not_leader(
     # a consumer as misdirected is told the same, rather than served an empty set it would poll forever
     with SimpleConsumer(other.host, other.port) as consumer, pytest.raises(NotLeaderForPartition):
         consumer.fetch("on-one", 0, 0)
+    raw = RawClient(other.host, other.port)  # a 0.7 FETCH keeps 0.7's answer: the empty set, no error
+    try:
+        assert rq.decode_fetch_response(raw.request(rq.encode_fetch("on-one", 0, 0, 1 << 16))) == (0, b"")
+    finally:
+        raw.close()
