@@ -145,10 +145,9 @@ class RequestHandlers:
                 partition_log = self.logs.get(req.topic, partition)
             except UnknownTopic:
                 if replica is None and self._led_elsewhere(req.topic, partition):
-                    # stale metadata (or a leader not told yet): Kafka's NOT_LEADER, which sends the client
-                    # to the metadata, rather than an unknown topic
-                    raise NotLeaderForPartition(f"broker {self.replicas.broker_id} holds no replica of "
-                                                f"{req.topic}-{partition}") from None
+                    # stale metadata: Kafka's NOT_LEADER, which sends the client to the metadata
+                    raise NotLeaderForPartition(f"this broker holds no replica of {req.topic}-{partition}, "
+                                                "led by another") from None
                 raise
             info = partition_log.append(req.messages)
         except BrokerError as exc:
