@@ -272,7 +272,8 @@ class Broker:
         secured = {"listeners": [str(b.endpoint) for b in self.server.listeners],
                    "grpc_tls_port": self.grpc_tls_port} if self.security.enabled else {}
         metrics = {"metrics_port": self.metrics_server.port} if self.metrics_server is not None else {}
-        peers = {"peer_grpc": self.security.inter_broker_grpc.describe()} if self.zookeeper is not None else {}
+        via = self.security.inter_broker_grpc
+        peers = {"peer_grpc": via.describe()} if self.zookeeper is not None and via.tls else {}
         log.info("broker.ready", broker_id=self.config["broker.id"], host=self.server.host, port=self.port,
                  grpc_port=self.grpc_port, log_dir=str(self.config["log.dir"]), topics=len(self.logs.topics()),
                  **metrics, **secured, **peers)

@@ -92,7 +92,7 @@ def test_with_inter_broker_tls_peers_are_called_on_their_tls_grpc_port(certs: Ce
     via = inter_broker_grpc(config(certs, listeners="PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
                                    security_inter_broker_protocol=protocol, inter_broker_sasl_username="broker",
                                    grpc_ssl_port=0))
-    assert via.tls and via.listener == protocol
+    assert via.tls and via.listener == protocol and via.describe() == f"TLS ({protocol} listener's gRPC port)"
     assert ReplicaControlClient(None, via).address(PEER) == "broker2.example.com:9095"
     assert PEER.grpc_address() == "10.0.0.2:9093"
     peers = Peers(None, via.credentials, lambda b: "broker2.example.com:9095" if b.broker_id == 2 else None)
