@@ -168,7 +168,7 @@ class Broker:
         """Register in ZooKeeper and start watching the registry; leaves nothing running on failure."""
         registration = ZkRegistration(
             config["zookeeper.connect"], config["broker.id"], advertised_host(config), self.port,
-            self.logs.topics, grpc_port=self.registered_grpc_port,
+            self.logs.topics, grpc_port=self.registered_grpc_port, grpc_tls_port=self.grpc_tls_port,
             session_timeout_ms=config["zookeeper.session.timeout.ms"],
             connection_timeout_ms=config["zookeeper.connection.timeout.ms"], endpoints=self.cluster.endpoints)
         registration.start()

@@ -38,6 +38,8 @@ def controller_broker(registry: RegistryView | None, broker_id: int) -> pb.Broke
         listener = next((name for name in TLS_LISTENERS if found.lists(name)), None)
         if listener is not None:
             host, port, grpc_port = found.address_for(listener)
+        elif found.grpc_tls_port > 0:  # a TLS gRPC port without a TLS data listener
+            grpc_port = found.grpc_tls_port
     return pb.Broker(broker_id=broker_id, host=host, port=port, grpc_port=grpc_port)
 
 

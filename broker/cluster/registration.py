@@ -4,7 +4,8 @@ With ``zookeeper.connect`` set the broker keeps, in its own ZooKeeper session:
 
     /brokers/ids/[broker_id]         -> "creator:host:port"   (ephemeral)
     /brokers/topics/[topic]/[id]     -> partition count       (ephemeral, one per topic it holds)
-    /rill/brokers/[broker_id]        -> {"host": .., "port": .., "grpc_port": ..}  (ephemeral)
+    /rill/brokers/[broker_id]        -> {"host": .., "port": .., "grpc_port": .., "grpc_tls_port": ..,
+                                         "endpoints": ..}  (ephemeral)
     /rill/topics/[topic]             -> {"partitions": [[broker_id, partition], ...]}  (persistent)
 
 The first two are Kafka 0.7's layout, value for value; the last two are rill's own (a
@@ -64,10 +65,11 @@ class ZkRegistration:
     """One broker's ephemeral registration in ZooKeeper, kept across session expiry."""
 
     def __init__(self, connect: str, broker_id: int, host: str, port: int,
-                 topics: Callable[[], Mapping[str, int]], *, grpc_port: int = 0,
+                 topics: Callable[[], Mapping[str, int]], *, grpc_port: int = 0, grpc_tls_port: int = -1,
                  session_timeout_ms: int = 6000, connection_timeout_ms: int = 6000,
                  endpoints: Mapping[str, tuple[str, int, int]] | None = None) -> None:
         self.connect = connect
+        self.grpc_tls_port = grpc_tls_port  # -1: none (a broker without grpc.ssl.port)
         self.endpoints = dict(endpoints or {})  # listener name -> advertised (host, port, gRPC port)
         self.broker_id = broker_id
         self.host = host
@@ -182,6 +184,7 @@ class ZkRegistration:
         self._session = session
         self._own_sessions.add(session)
         rill_value = json.dumps({"host": self.host, "port": self.port, "grpc_port": self.grpc_port,
+                                 "grpc_tls_port": self.grpc_tls_port,
                                  "endpoints": {name: {"host": host, "port": port, "grpc_port": grpc_port}
                                                for name, (host, port, grpc_port) in sorted(self.endpoints.items())}})
         self._create_ephemeral(self.rill_path, rill_value.encode(), session, startup=False)

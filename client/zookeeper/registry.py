@@ -60,6 +60,8 @@ class BrokerRegistration(NamedTuple):
     grpc_port: int = 0  # from /rill/brokers/[id]; 0 for a broker that is not rill (or not yet listed)
     endpoints: tuple[tuple[str, str, int, int], ...] = ()
     """(listener name, host, data port, gRPC port) per listener, from /rill/brokers/[id]."""
+    grpc_tls_port: int = -1
+    """The TLS gRPC port (``grpc.ssl.port``), from /rill/brokers/[id]; -1: none, or not listed."""
 
     def address_for(self, listener: str) -> tuple[str, int, int]:
         """Where a client of ``listener`` reaches this broker: (host, data port, gRPC port); its
@@ -250,8 +252,9 @@ class RegistryView:
             except ValueError as exc:
                 log.warning("zookeeper.bad_broker_registration", path=f"{IDS_PATH}/{child}", error=str(exc))
                 continue
-            grpc_port, endpoints = self._rill_registration(int(child))
-            brokers[int(child)] = registration._replace(grpc_port=grpc_port, endpoints=endpoints)
+            grpc_port, endpoints, grpc_tls_port = self._rill_registration(int(child))
+            brokers[int(child)] = registration._replace(grpc_port=grpc_port, endpoints=endpoints,
+                                                        grpc_tls_port=grpc_tls_port)
         topics: dict[str, dict[int, int]] = {}
         for topic in self._children(TOPICS_PATH):
             counts: dict[int, int] = {}
@@ -278,22 +281,24 @@ class RegistryView:
                     log.warning("zookeeper.bad_partition_map", path=f"{RILL_TOPICS_PATH}/{topic}", error=str(exc))
         return ClusterSnapshot(dict(sorted(brokers.items())), dict(sorted(topics.items())), maps, frozenset(replicated))
 
-    def _rill_registration(self, broker_id: int) -> tuple[int, tuple[tuple[str, str, int, int], ...]]:
-        """The gRPC port and listeners' endpoints from ``/rill/brokers/[id]`` ((0, ()) when missing)."""
+    def _rill_registration(self, broker_id: int) -> tuple[int, tuple[tuple[str, str, int, int], ...], int]:
+        """The gRPC port, listeners' endpoints and TLS gRPC port from ``/rill/brokers/[id]`` ((0, (), -1) when
+        missing)."""
         value = self._data(f"{RILL_BROKERS_PATH}/{broker_id}")
         if value is None:
             if self.zk.exists(f"{RILL_BROKERS_PATH}/{broker_id}", watch=self._watch) is not None:
                 self._wake.set()  # created since the read: a watch set now would not see it appear
-            return 0, ()
+            return 0, (), -1
         try:
             parsed = json.loads(value)
             port = parsed["grpc_port"]
             endpoints = tuple((str(name), str(e["host"]), int(e["port"]), int(e.get("grpc_port", port)))
                               for name, e in sorted(parsed.get("endpoints", {}).items()))
+            tls_port = int(parsed.get("grpc_tls_port", -1))
         except (ValueError, KeyError, TypeError, AttributeError):
             log.warning("zookeeper.bad_rill_registration", path=f"{RILL_BROKERS_PATH}/{broker_id}", value=value[:80])
-            return 0, ()
-        return (port if isinstance(port, int) else 0), endpoints
+            return 0, (), -1
+        return (port if isinstance(port, int) else 0), endpoints, tls_port
 
     def _children(self, path: str) -> list[str]:
         """Children of ``path`` with a watch; a missing path is empty and watched for creation.

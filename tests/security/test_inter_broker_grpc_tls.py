@@ -128,6 +128,10 @@ def test_not_controller_names_the_controllers_tls_grpc_port_to_a_call_over_tls()
 
     tls = contextvars.copy_context().run(over_tls)
     assert (tls.host, tls.port, tls.grpc_port) == ("broker2.example.com", 9096, 9095)
+    # a TLS gRPC port and no TLS data listener: that port, at the registered host
+    registry.snapshot.brokers[2] = PEER._replace(endpoints=PEER.endpoints[:1], grpc_tls_port=9095)
+    tls = contextvars.copy_context().run(over_tls)
+    assert (tls.host, tls.port, tls.grpc_port) == ("10.0.0.2", 9092, 9095)
     assert controller_broker(registry, 7) == pb.Broker(broker_id=7)  # not in the registry: its id only
 
 
@@ -186,6 +190,12 @@ def test_a_cluster_without_plaintext_grpc(tmp_path: Path, zk: KazooClient, zk_co
         for b in brokers.values():
             assert b.broker.grpc_port == -1 and b.broker.grpc_tls_port > 0
             assert b.broker.security.inter_broker_grpc.tls and b.broker.registered_grpc_port == b.broker.grpc_tls_port
+
+        tls_ports = {i: b.broker.grpc_tls_port for i, b in brokers.items()}
+        registry = brokers[1].broker.registry
+        assert registry is not None
+        wait_for(lambda: {i: r.grpc_tls_port for i, r in registry.snapshot.brokers.items()} == tls_ports,
+                 timeout=20, what="every broker's TLS gRPC port in the registry (NOT_CONTROLLER's answers name it)")
 
         create_topic(zk, TOPIC, 1, 3, None, list(brokers))
         wait_for(lambda: leader_of(brokers, TOPIC, 0) is not None, timeout=20, what="a leader")
