@@ -208,9 +208,9 @@ class AuthInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
         metadata = tuple(details.invocation_metadata or ())
 
         def wrapper(request: Any, context: grpc.ServicerContext) -> Any:
-            host = peer_host(context.peer())
+            host, auth = peer_host(context.peer()), context.auth_context()
             try:
-                who = authenticator.principal(metadata, context.auth_context())
+                who = authenticator.principal(metadata, auth)
             except Unauthenticated as exc:
                 audit.warning("audit.authentication_failed", peer=host, rpc=method, reason=str(exc))
                 context.abort(grpc.StatusCode.UNAUTHENTICATED, str(exc))
@@ -220,7 +220,7 @@ class AuthInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
                     # set_trailing_metadata, then abort: abort_with_status would drop the trailer
                     context.set_trailing_metadata(((ERROR_TRAILER, refusal.code),))
                     context.abort(grpc.StatusCode.PERMISSION_DENIED, refusal.message)
-            tokens = _principal.set(who), _host.set(host), _tls.set(_over_tls(context.auth_context()))
+            tokens = _principal.set(who), _host.set(host), _tls.set(_over_tls(auth))
             try:
                 response = inner(request, context)
             finally:
@@ -254,9 +254,9 @@ class AioAuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         rule = authorizer.rule(method) if authorizer is not None else None
 
         async def wrapper(request: Any, context: Any) -> Any:
-            host = peer_host(context.peer())
+            host, auth = peer_host(context.peer()), context.auth_context()
             try:
-                who = await authenticator.principal_async(context.invocation_metadata(), context.auth_context())
+                who = await authenticator.principal_async(context.invocation_metadata(), auth)
             except Unauthenticated as exc:
                 audit.warning("audit.authentication_failed", peer=host, rpc=method, reason=str(exc))
                 await context.abort(grpc.StatusCode.UNAUTHENTICATED, str(exc))
@@ -267,7 +267,7 @@ class AioAuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                     await context.abort(grpc.StatusCode.PERMISSION_DENIED, refusal.message)
             _principal.set(who)
             _host.set(host)
-            _tls.set(_over_tls(context.auth_context()))
+            _tls.set(_over_tls(auth))
             response = await inner(request, context)
             return response if authorizer is None else authorizer.trim(rule, who, host, request, response)
 

@@ -75,28 +75,19 @@ class LabelText:
 
     def __init__(self, limit: int = 200_000) -> None:
         self.limit = limit
-        self._texts: dict[tuple[tuple[str, str], ...], str] = {}
-        self._rows: dict[tuple[tuple[str, ...], tuple[str, ...]], str] = {}
+        self._texts: dict[tuple[tuple[str, ...], tuple[str, ...]], str] = {}
 
     def row(self, names: tuple[str, ...], values: tuple[str, ...]) -> str:
         key = (names, values)
-        text = self._rows.get(key)
-        if text is None:
-            if len(self._rows) >= self.limit:
-                self._rows.clear()
-            text = self._rows[key] = "{" + ",".join(f'{k}="{_escape(v)}"' for k, v in sorted(zip(names, values))) + "}"
-        return text
-
-    def __call__(self, labels: dict[str, str]) -> str:
-        if not labels:
-            return ""
-        key = tuple(labels.items())
         text = self._texts.get(key)
         if text is None:
             if len(self._texts) >= self.limit:
                 self._texts.clear()
-            text = self._texts[key] = "{" + ",".join(f'{k}="{_escape(v)}"' for k, v in sorted(key)) + "}"
+            text = self._texts[key] = "{" + ",".join(f'{k}="{_escape(v)}"' for k, v in sorted(zip(names, values))) + "}"
         return text
+
+    def __call__(self, labels: dict[str, str]) -> str:
+        return self.row(tuple(labels), tuple(labels.values())) if labels else ""
 
 
 def _lines(registry: CollectorRegistry, labels: LabelText) -> Iterable[str]:

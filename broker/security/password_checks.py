@@ -36,28 +36,29 @@ class PasswordChecks:
         self._pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="rill-password-check")
         self._closed = False
 
-    def remembered(self, user: str, password: str) -> bool:
-        """Whether this pair succeeded a moment ago (no PBKDF2: fit for an event loop)."""
-        return self.cache.remembered(user, password, self.lookup(user))
-
     def check(self, user: str, password: str) -> bool:
         """Whether ``password`` is ``user``'s, on the calling thread (a PBKDF2 unless remembered)."""
-        return self.cache.verify(user, password, self.lookup(user))
+        return self.verify(user, password, self.lookup(user))
+
+    def verify(self, user: str, password: str, credential: ScramCredential | None) -> bool:
+        """:meth:`check` against ``user``'s ``credential``, already looked up (None: an unknown user)."""
+        return self.cache.verify(user, password, credential)
 
     def submit(self, user: str, password: str) -> Future[bool]:
-        """:meth:`check` on the checking threads. The future is done at once when the pair is remembered,
-        or once closed (then the check runs here, for the calls still answered while the broker stops);
-        a check still queued at :meth:`close` is cancelled."""
+        """:meth:`check` on the checking threads (the credential looked up once, here). The future is done at
+        once when the pair is remembered, or once closed (then the check runs here, for the calls still
+        answered while the broker stops); a check still queued at :meth:`close` is cancelled."""
+        credential = self.lookup(user)
         done: Future[bool] = Future()
-        if self.remembered(user, password):
+        if self.cache.remembered(user, password, credential):
             done.set_result(True)
             return done
         if not self._closed:
             try:
-                return self._pool.submit(self.check, user, password)
+                return self._pool.submit(self.verify, user, password, credential)
             except RuntimeError:  # closed between the test and the submit
                 pass
-        done.set_result(self.check(user, password))
+        done.set_result(self.verify(user, password, credential))
         return done
 
     def close(self) -> None:

@@ -1,8 +1,8 @@
 """PLAIN's password checks never hold up the broker's event loops.
 
 A PLAIN password costs a PBKDF2 (milliseconds, and every time for a wrong one). The
-tests hold the broker's check until they let it go (``PasswordChecks.check`` replaced by
-one that waits on an event) and show that, meanwhile, other clients are served: the
+tests hold the broker's check until they let it go (``PasswordChecks.verify`` replaced
+by one that waits on an event) and show that, meanwhile, other clients are served: the
 data plane's loop while a SASL_AUTHENTICATE waits, and the gRPC server (sync, and
 grpc.aio's event loop) while a call's ``Basic`` credentials wait. A password that
 succeeded a moment ago is not checked again.
@@ -31,21 +31,22 @@ PLAIN = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl
 
 
 class HeldChecks:
-    """Replaces a broker's password check with one that waits for :meth:`release`, recording its threads."""
+    """Replaces a broker's password check (``PasswordChecks.verify``, which every check not remembered runs)
+    with one that waits for :meth:`release`, recording its threads."""
 
     def __init__(self, broker: RunningBroker) -> None:
         checks = broker.broker.security.passwords
-        self.original: Callable[[str, str], bool] = checks.check
+        self.original: Callable[..., bool] = checks.verify
         self.threads: list[str] = []
         self.started = threading.Event()
         self.released = threading.Event()
-        checks.check = self._held  # type: ignore[method-assign]
+        checks.verify = self._held  # type: ignore[method-assign]
 
-    def _held(self, user: str, password: str) -> bool:
+    def _held(self, *args: Any) -> bool:
         self.threads.append(threading.current_thread().name)
         self.started.set()
         assert self.released.wait(30), "the test never released the check"
-        return self.original(user, password)
+        return self.original(*args)
 
     def release(self) -> None:
         self.released.set()

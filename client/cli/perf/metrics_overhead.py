@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import statistics
 import tempfile
 from typing import Any
@@ -28,8 +27,8 @@ from rill.client.cli.common import CliError, positive_float, positive_int
 from rill.client.cli.perf.metrics_scrape import IntervalScraper
 from rill.client.cli.perf.report import report
 from rill.client.cli.perf.side_by_side import (Comparison, Side, add_round_options, comparison_lines,
-                                               comparison_rows, data_plane_benches, fill_topic, loadavg, run_rounds,
-                                               say)
+                                               comparison_rows, data_plane_benches, fill_topic, loadavg, release,
+                                               run_rounds, say)
 from rill.client.cli.spawned_broker import SpawnedBroker
 
 __all__ = ["add_parsers"]
@@ -83,13 +82,7 @@ def run_metrics(args: argparse.Namespace) -> int:
     finally:
         if scraper is not None:
             scraper.close()
-        for broker in (off, on):
-            if broker.proc is not None and broker.proc.poll() is None:
-                broker.kill9()
-        if args.keep:
-            say(args, f"  data and logs kept in {work}")
-        else:
-            shutil.rmtree(work, ignore_errors=True)
+        release(args, (off, on), work, "data and logs")
     extra["load_after"] = loadavg()
     rows = comparison_rows(comparison, {bench.name: bench for bench in benches})
     result: dict[str, Any] = {"benchmark": "metrics", "rounds": args.rounds, **extra,

@@ -36,10 +36,10 @@ import time
 from typing import Any
 
 from rill.client.admin import AdminClient
-from rill.client.cli.common import CliError, info, non_negative_int, positive_float, positive_int
+from rill.client.cli.common import CliError, non_negative_int, positive_float, positive_int
 from rill.client.cli.perf.metrics_scrape import Scrape, scrape, series_count
 from rill.client.cli.perf.report import percentile, report
-from rill.client.cli.perf.side_by_side import broker_cpu_seconds, loadavg
+from rill.client.cli.perf.side_by_side import broker_cpu_seconds, loadavg, say
 from rill.client.cli.spawned_broker import SpawnedBroker
 from rill.client.simple import SimpleConsumer, SimpleProducer
 
@@ -93,7 +93,7 @@ def _measure(args: argparse.Namespace, data: str, total: int) -> dict[str, Any]:
     try:
         row: dict[str, Any] = {"partitions": total, "per_topic": per_topic}
         row.update(_fill(broker, total, per_topic, min(args.group_partitions, total)))
-        _say(args, f"{total} partitions: created in {row['create_s']} s, filled in {row['fill_s']} s")
+        say(args, f"  {total} partitions: created in {row['create_s']} s, filled in {row['fill_s']} s")
         row.update(_scrapes(broker, args.scrapes))
         row.update(_stall(broker, args.scrapes, args.idle_seconds))
         row["broker_rss_mb"] = round(broker.rss_mb(), 1)
@@ -220,7 +220,3 @@ def _probe_text(row: dict[str, Any], name: str) -> str:
     return (f"{row[f'{name}_requests']:,} requests ({row[f'{name}_per_s']:,}/s), p50 {row[f'{name}_ms_p50']} ms, "
             f"p99 {row[f'{name}_ms_p99']} ms, max {row[f'{name}_ms_max']} ms")
 
-
-def _say(args: argparse.Namespace, text: str) -> None:
-    if not args.quiet:
-        info(f"  {text}")

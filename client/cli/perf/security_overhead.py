@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import socket
 import tempfile
 from typing import Any
@@ -37,8 +36,8 @@ from typing import Any
 from rill.client.cli.common import CliError, positive_int
 from rill.client.cli.perf.report import MB, report
 from rill.client.cli.perf.side_by_side import (Bench, Comparison, Side, add_round_options, comparison_lines,
-                                               comparison_rows, data_plane_benches, fill_topic, loadavg, rill,
-                                               run_rounds, say)
+                                               comparison_rows, data_plane_benches, fill_topic, loadavg, release,
+                                               rill, run_rounds, say)
 from rill.client.cli.spawned_broker import SpawnedBroker
 
 __all__ = ["add_parsers"]
@@ -81,13 +80,7 @@ def run_security(args: argparse.Namespace) -> int:
         for broker in brokers:
             broker.stop()
     finally:
-        for broker in brokers:
-            if broker.proc is not None and broker.proc.poll() is None:
-                broker.kill9()
-        if args.keep:
-            say(args, f"  data, certificates and logs kept in {work}")
-        else:
-            shutil.rmtree(work, ignore_errors=True)
+        release(args, brokers, work, "data, certificates and logs")
     extra["load_after"] = loadavg()
     _report(args, comparisons, extra)
     return 0

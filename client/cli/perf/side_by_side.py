@@ -21,11 +21,12 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
@@ -210,6 +211,18 @@ def figure(value: float, metric: str) -> str:
 def loadavg() -> str:
     with open("/proc/loadavg", encoding="ascii") as f:
         return " ".join(f.read().split()[:3])
+
+
+def release(args: argparse.Namespace, brokers: Iterable[SpawnedBroker], work: str, kept: str) -> None:
+    """After the rounds (or a failure): kill -9 a broker still running, then keep ``work`` (``--keep``, saying
+    it keeps ``kept``) or remove it."""
+    for broker in brokers:
+        if broker.proc is not None and broker.proc.poll() is None:
+            broker.kill9()
+    if args.keep:
+        say(args, f"  {kept} kept in {work}")
+    else:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def say(args: argparse.Namespace, text: str) -> None:
